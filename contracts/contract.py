@@ -1,0 +1,121 @@
+"""The runner contract v1: the JSON document a runner reads to know what to do.
+
+It is a superset of Krateo's contract (`jobId`, `jobName`, `kserve`, `input`,
+`output`, `parameters` keep their meaning) so Krateo runner images work, plus
+run identity, the normalized `model` block and runner tuning. It never holds a
+secret value: Secret references stay references, and `secretsDir` says where
+the controller mounted them (`<secretsDir>/<secret name>/<key>`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
+
+from contracts.base import ObjectName, Schema
+from contracts.config import RunnerTuning
+from contracts.model import KServeBlock, ModelEndpoint
+from contracts.run import RunResult
+from contracts.storage import StorageSpec
+
+CONTRACT_VERSION = "v1"
+CONTRACT_SCHEMA_ID = "https://longrun.dev/schemas/contract-v1.json"
+DEFAULT_CONTRACT_PATH = "/etc/longrun/contract.json"
+KRATEO_CONTRACT_PATH = "/tmp/contract.json"
+DEFAULT_SECRETS_DIR = "/var/run/longrun/secrets"
+SUMMARY_MAX_BYTES = 4096
+
+# Exit codes shared by longrun's runner and Krateo's runner images.
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_CONTRACT = 2  # do not retry: the Job's podFailurePolicy fails fast on it
+EXIT_INPUT = 3
+EXIT_INFERENCE = 4
+EXIT_OUTPUT = 5
+
+
+class RunIdentity(Schema):
+    """Which InferenceRun this contract belongs to."""
+
+    name: ObjectName = Field(description="InferenceRun name.")
+    namespace: ObjectName = Field(description="InferenceRun namespace.")
+    uid: str = Field(description="InferenceRun UID; with the Job name it keys resumable output.")
+    generation: int = Field(ge=0, description="InferenceRun generation the contract renders.")
+    scheduled: bool = Field(description="True for a scheduled run (one contract, many Jobs).")
+
+
+class ConfigIdentity(Schema):
+    """Which InferenceConfig the contract was rendered from."""
+
+    name: ObjectName = Field(description="InferenceConfig name.")
+    namespace: ObjectName = Field(description="InferenceConfig namespace.")
+    generation: int = Field(ge=0, description="InferenceConfig generation the contract renders.")
+
+
+class RunnerContract(Schema):
+    """What a runner must do: read `input`, call `model`, write `output`."""
+
+    # Runners ignore unknown top-level keys: fields may be added within v1.
+    model_config = ConfigDict(extra="ignore")
+
+    contract_version: Literal["v1"] = Field(
+        default="v1",
+        description="Contract format version; runners refuse other versions.",
+    )
+    job_id: str = Field(description="Krateo: the run's id (the InferenceRun UID).")
+    job_name: str = Field(
+        description=(
+            "Krateo: the Job's name (one-shot) or the CronJob's name (scheduled; each execution's "
+            "Job name is in the JOB_NAME environment variable)."
+        )
+    )
+    run: RunIdentity = Field(description="The InferenceRun.")
+    config: ConfigIdentity = Field(description="The InferenceConfig.")
+    model: ModelEndpoint = Field(description="The normalized model endpoint.")
+    kserve: KServeBlock | None = Field(
+        default=None, description="Krateo: the model block, for KServe protocols only."
+    )
+    input: StorageSpec = Field(description="Where to read records: {<kind>: {...}}.")
+    output: StorageSpec = Field(description="Where to write predictions: {<kind>: {...}}.")
+    errors: StorageSpec | None = Field(
+        default=None,
+        description="Where failed records go; default: next to the output.",
+    )
+    parameters: dict[str, str] = Field(
+        default_factory=dict, description="The run's parameters, as-is."
+    )
+    runner: RunnerTuning = Field(
+        default_factory=RunnerTuning, description="Batching, retries, error budget."
+    )
+    timeout_seconds: int | None = Field(
+        default=None, description="The run's deadline in seconds, if any."
+    )
+    secrets_dir: str = Field(
+        default=DEFAULT_SECRETS_DIR,
+        description="Referenced Secrets are mounted at <secretsDir>/<secret name>/<key>.",
+    )
+
+    def to_json(self) -> str:
+        """Deterministic JSON: sorted keys, unset fields left out, trailing newline."""
+        return json.dumps(self.to_wire(), sort_keys=True, indent=2) + "\n"
+
+
+def contract_json_schema() -> dict[str, Any]:
+    """The contract's JSON Schema (draft 2020-12), for runner authors in any language."""
+    schema = RunnerContract.model_json_schema(by_alias=True, mode="validation")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": CONTRACT_SCHEMA_ID,
+        **schema,
+    }
+
+
+def summary_json(result: RunResult) -> str:
+    """A runner summary as the termination message: compact, at most 4 KiB."""
+    text = json.dumps(result.to_wire(), sort_keys=True, separators=(",", ":"))
+    if len(text.encode()) > SUMMARY_MAX_BYTES:
+        trimmed = result.model_copy(update={"reason": (result.reason or "")[:512]})
+        text = json.dumps(trimmed.to_wire(), sort_keys=True, separators=(",", ":"))
+    return text

@@ -1,0 +1,175 @@
+"""The model endpoint block, and Krateo's `kserve` block that is accepted as its alias.
+
+A config names its model either with `model` (longrun's normalized block, every
+protocol) or with Krateo's `kserve` block (KServe v1/v2 only). `normalize_kserve`
+turns the latter into the former so the rest of the system sees one shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from contracts.base import Schema, SecretKeyRef
+
+BUILTIN_PROTOCOLS = (
+    "kserve-v1",
+    "kserve-v2",
+    "triton-grpc",
+    "openai-chat",
+    "openai-completions",
+    "openai-embeddings",
+)
+# A built-in protocol, or a third-party one installed in a custom runner image and named
+# `<domain>/<name>` so it can never collide with a future built-in.
+PROTOCOL_PATTERN = (
+    "^(" + "|".join(BUILTIN_PROTOCOLS) + r"|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9][-a-z0-9]*)$"
+)
+Protocol = Annotated[str, StringConstraints(pattern=PROTOCOL_PATTERN, max_length=253)]
+OPENAI_PROTOCOLS: frozenset[str] = frozenset(
+    {"openai-chat", "openai-completions", "openai-embeddings"}
+)
+TensorDatatype = Literal["BOOL", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]
+Url = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+
+
+class ApiKeyAuth(Schema):
+    """An API key read from a Secret and sent as a request header."""
+
+    secret_ref: SecretKeyRef = Field(description="Secret key holding the API key or token.")
+    header: Literal["Authorization", "X-API-Key"] = Field(
+        default="Authorization",
+        description="Header carrying the key: `Authorization: Bearer <key>` or `X-API-Key: <key>`.",
+    )
+
+
+class TlsOptions(Schema):
+    """TLS settings for an HTTPS or gRPC-over-TLS endpoint."""
+
+    ca_secret_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Secret key holding a PEM CA bundle used to verify the server.",
+    )
+    insecure_skip_verify: bool = Field(
+        default=False,
+        description="Skip server certificate verification (testing only).",
+    )
+
+
+class ModelEndpoint(Schema):
+    """Which model to call and how."""
+
+    protocol: Protocol = Field(
+        description=(
+            "Wire protocol spoken by the model server: kserve-v1, kserve-v2, triton-grpc, "
+            "openai-chat, openai-completions, openai-embeddings, or a protocol a custom runner "
+            "image registers, named <domain>/<name> (e.g. acme.com/scoring)."
+        )
+    )
+    url: Url = Field(
+        description=(
+            "Base URL of the model server, e.g. http://iris.models.svc:8080 (gRPC: host:port). "
+            "A full inference URL (.../v2/models/NAME/infer, .../v1/models/NAME:predict, "
+            ".../v1/chat/completions) is accepted too. A URL without a scheme gets http://."
+        )
+    )
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
+        description="Model name as the server knows it (the `model` field for OpenAI protocols)."
+    )
+    version: Annotated[str, StringConstraints(max_length=63)] | None = Field(
+        default=None,
+        description="Model version, for servers that serve several (KServe v2).",
+    )
+    input_name: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+        default=None,
+        description="Input tensor name for KServe v2 / Triton (default: input-0).",
+    )
+    input_datatype: TensorDatatype | None = Field(
+        default=None,
+        description="Input tensor datatype for KServe v2 / Triton (default: FP32).",
+    )
+    output_names: list[Annotated[str, StringConstraints(max_length=253)]] | None = Field(
+        default=None,
+        max_length=32,
+        description="Output tensors to request (KServe v2 / Triton); default: all outputs.",
+    )
+    input_fields: list[Annotated[str, StringConstraints(max_length=253)]] | None = Field(
+        default=None,
+        max_length=4096,
+        description=(
+            "Record fields sent to the model, in order. Default: every field except the id "
+            "field (tensor protocols) or `promptField` (OpenAI protocols)."
+        ),
+    )
+    prompt_field: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+        default=None,
+        description="OpenAI protocols: record field holding the prompt or text (default: prompt).",
+    )
+    system_prompt: Annotated[str, StringConstraints(max_length=65536)] | None = Field(
+        default=None, description="openai-chat: system message sent before each prompt."
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="OpenAI protocols: max tokens per answer.",
+    )
+    temperature: float | None = Field(
+        default=None, ge=0, le=2, description="OpenAI protocols: sampling temperature."
+    )
+    binary_data: bool | None = Field(
+        default=None,
+        description="KServe v2: use the binary tensor extension (default: on for Triton).",
+    )
+    timeout_seconds: float = Field(
+        default=60,
+        gt=0,
+        le=3600,
+        description="Timeout for one inference request, in seconds.",
+    )
+    auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
+    tls: TlsOptions | None = Field(default=None, description="TLS options.")
+
+
+class KServeBlock(Schema):
+    """Krateo kserve-controller's model block, kept for compatibility."""
+
+    model_name: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
+        description="Model name as served by KServe."
+    )
+    model_url: Url = Field(
+        description=(
+            "Krateo style inference URL, usually without scheme, e.g. "
+            "sklearn-iris-predictor.ns.svc.cluster.local/v2/models/sklearn-iris/infer."
+        )
+    )
+    model_version: Literal["v1", "v2"] = Field(
+        default="v2",
+        description="KServe protocol version: v1 or v2 (Open Inference Protocol).",
+    )
+    model_input_name: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+        default=None, description="Input tensor name (v2)."
+    )
+
+
+def normalize_kserve(block: KServeBlock) -> ModelEndpoint:
+    """Krateo's `kserve` block expressed as longrun's `model` block."""
+    return ModelEndpoint(
+        protocol="kserve-v1" if block.model_version == "v1" else "kserve-v2",
+        url=block.model_url,
+        name=block.model_name,
+        input_name=block.model_input_name,
+    )
+
+
+def kserve_view(model: ModelEndpoint) -> KServeBlock | None:
+    """The Krateo `kserve` contract block for a KServe model, so Krateo runners work."""
+    if model.protocol not in ("kserve-v1", "kserve-v2"):
+        return None
+    return KServeBlock(
+        model_name=model.name,
+        model_url=model.url,
+        model_version="v1" if model.protocol == "kserve-v1" else "v2",
+        model_input_name=model.input_name,
+    )

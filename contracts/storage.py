@@ -1,0 +1,348 @@
+"""Storage blocks: where a run reads its records and where it writes results.
+
+On the wire a storage block is a one-key map, `{<kind>: {...}}`, as in Krateo's
+CRDs. Built-in kinds (http, krateo, s3, sql, file) are validated by their own
+model; any other kind passes through untouched so custom runners can define
+their own (Krateo's `testdata-custom.yaml` relies on that).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
+
+from contracts.base import ObjectName, Schema, SecretKeyRef, cel
+from contracts.model import ApiKeyAuth, TlsOptions
+
+Format = Literal["csv", "jsonl"]
+FieldName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+Path = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+
+_ID_FIELD_DOC = (
+    "Field (column) whose value is the record's stable id, used to resume and to de-duplicate. "
+    "Default: the record's position in the input."
+)
+
+
+class HttpPagination(Schema):
+    """How to fetch further pages of an HTTP input."""
+
+    mode: Literal["page", "offset", "cursor", "link"] = Field(
+        description=(
+            "page: increment `pageParam`; offset: increment `offsetParam` by the page size; "
+            "cursor: send the value found at `cursorPath` as `cursorParam`; "
+            "link: follow the URL found at `nextPath` (or the Link header)."
+        )
+    )
+    page_size: int = Field(default=1000, ge=1, le=1_000_000, description="Records per page.")
+    size_param: FieldName | None = Field(
+        default=None, description="Query parameter carrying the page size, e.g. limit."
+    )
+    page_param: FieldName = Field(default="page", description="Query parameter for page mode.")
+    offset_param: FieldName = Field(
+        default="offset", description="Query parameter for offset mode."
+    )
+    cursor_param: FieldName = Field(
+        default="cursor", description="Query parameter for cursor mode."
+    )
+    cursor_path: FieldName | None = Field(
+        default=None,
+        description="Dotted path of the next cursor in the response (cursor mode).",
+    )
+    next_path: FieldName | None = Field(
+        default=None,
+        description="Dotted path of the next page URL in the response (link mode).",
+    )
+
+
+class HttpStorage(Schema):
+    """Any JSON HTTP API."""
+
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://")] = (
+        Field(description="Endpoint URL (http:// or https://).")
+    )
+    method: Literal["GET", "POST", "PUT", "PATCH"] | None = Field(
+        default=None,
+        description="HTTP method. Default: GET for input, POST for output.",
+    )
+    headers: dict[str, Annotated[str, StringConstraints(max_length=8192)]] = Field(
+        default_factory=dict, max_length=64, description="Extra request headers."
+    )
+    body: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON body sent with input requests (run parameters are merged in).",
+    )
+    records_path: FieldName | None = Field(
+        default=None,
+        description="Dotted path of the record list in an input response, e.g. data.items.",
+    )
+    pagination: HttpPagination | None = Field(
+        default=None, description="Input pagination; default: a single request."
+    )
+    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
+    tls: TlsOptions | None = Field(default=None, description="TLS options.")
+    timeout_seconds: float = Field(
+        default=60, gt=0, le=3600, description="Timeout of one request, in seconds."
+    )
+
+
+class EndpointRef(Schema):
+    """A Krateo Endpoint: a Secret with `server-url` and optional `token` (and TLS keys)."""
+
+    name: ObjectName = Field(description="Name of the endpoint Secret.")
+    namespace: ObjectName | None = Field(
+        default=None,
+        description=(
+            "Namespace of the endpoint Secret. longrun only reads Secrets in the run's own "
+            "namespace: leave empty or set it to the run's namespace."
+        ),
+    )
+
+
+class KrateoApi(Schema):
+    """Krateo's `api` block: a call to an endpoint such as the finops-database-handler."""
+
+    endpoint_ref: EndpointRef = Field(description="Secret describing the endpoint.")
+    path: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(
+        description="Request path appended to the endpoint's server URL."
+    )
+    verb: Literal["GET", "POST", "PUT", "PATCH"] = Field(default="POST", description="HTTP method.")
+    headers: list[Annotated[str, StringConstraints(max_length=8192)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Headers as 'Name: value' strings.",
+    )
+    payload: Annotated[str, StringConstraints(max_length=65536)] | None = Field(
+        default=None,
+        description="Raw request body; default: the run parameters as JSON.",
+    )
+
+
+class KrateoStorage(Schema):
+    """Krateo's storage shape, so Krateo kserve-controller configs work unchanged."""
+
+    api: KrateoApi = Field(description="The API call that reads or writes the data.")
+
+
+class S3Credentials(Schema):
+    """Which keys of a Secret hold the S3 credentials."""
+
+    name: ObjectName = Field(description="Name of a Secret in the InferenceRun's namespace.")
+    access_key_id_key: FieldName = Field(
+        default="AWS_ACCESS_KEY_ID", description="Secret key holding the access key id."
+    )
+    secret_access_key_key: FieldName = Field(
+        default="AWS_SECRET_ACCESS_KEY",
+        description="Secret key holding the secret access key.",
+    )
+    session_token_key: FieldName | None = Field(
+        default=None, description="Secret key holding a session token, if any."
+    )
+
+
+class S3Storage(Schema):
+    """Objects in S3 or an S3-compatible store (MinIO, Ceph, ...)."""
+
+    bucket: Annotated[str, StringConstraints(min_length=3, max_length=63)] = Field(
+        description="Bucket name."
+    )
+    key: Path | None = Field(
+        default=None, description="Input: one object to read. Not used for output."
+    )
+    prefix: Path | None = Field(
+        default=None,
+        description=(
+            "Input: read every object under this prefix, in key order. Output: write one object "
+            "per committed chunk under this prefix (required for output)."
+        ),
+    )
+    format: Format | None = Field(
+        default=None,
+        description="csv or jsonl. Default: from the key's extension, else jsonl.",
+    )
+    endpoint_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
+        default=None, description="Endpoint of an S3-compatible store; default: AWS."
+    )
+    region: Annotated[str, StringConstraints(max_length=63)] | None = Field(
+        default=None, description="Region name."
+    )
+    force_path_style: bool = Field(
+        default=False,
+        description="Use path-style addressing (most S3-compatible stores).",
+    )
+    credentials_secret_ref: S3Credentials | None = Field(
+        default=None,
+        description="Credentials; default: the pod's ambient identity (IRSA etc.).",
+    )
+    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    tls: TlsOptions | None = Field(default=None, description="TLS options.")
+
+
+class SqlStorage(Schema):
+    """A table or query in a SQL database (SQLite, PostgreSQL, MariaDB/MySQL)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "has(self.url) != has(self.urlSecretRef)",
+            "set exactly one of url and urlSecretRef",
+        )
+    )
+
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = Field(
+        default=None,
+        description=(
+            "SQLAlchemy URL without a password, e.g. sqlite:////data/in.db. A URL with "
+            "credentials belongs in a Secret: use urlSecretRef."
+        ),
+    )
+    url_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret key holding the full SQLAlchemy URL."
+    )
+    table: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = Field(
+        default=None,
+        description="Input: table to read. Output: table to write (created if absent).",
+    )
+    query: Annotated[str, StringConstraints(min_length=1, max_length=65536)] | None = Field(
+        default=None,
+        description="Input only: a SELECT; run parameters are bound as :name placeholders.",
+    )
+    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    columns: list[FieldName] | None = Field(
+        default=None,
+        max_length=4096,
+        description="Input: columns to read; default: all.",
+    )
+
+    @model_validator(mode="after")
+    def _check_url(self) -> SqlStorage:
+        if (self.url is None) == (self.url_secret_ref is None):
+            raise ValueError("set exactly one of url and urlSecretRef")
+        if self.url is not None and _has_password(self.url):
+            raise ValueError(
+                "url must not contain a password; put the URL in a Secret and use urlSecretRef"
+            )
+        return self
+
+
+def _has_password(url: str) -> bool:
+    netloc = url.split("://", 1)[-1].split("/", 1)[0]
+    return "@" in netloc and ":" in netloc.split("@", 1)[0]
+
+
+class FileStorage(Schema):
+    """CSV or JSONL files on a volume mounted into the runner pod."""
+
+    path: Path = Field(
+        description=(
+            "Input: a file, or a directory whose files are read in name order. Output: a directory "
+            "that receives one file per committed chunk."
+        )
+    )
+    format: Format | None = Field(
+        default=None,
+        description="csv or jsonl. Default: from the extension, else jsonl.",
+    )
+    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    volume: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+        default=None,
+        description="Name of a PersistentVolumeClaim to mount so that `path` exists in the pod.",
+    )
+
+
+BUILTIN_KINDS: dict[str, type[Schema]] = {
+    "http": HttpStorage,
+    "krateo": KrateoStorage,
+    "s3": S3Storage,
+    "sql": SqlStorage,
+    "file": FileStorage,
+}
+
+
+class StorageSpec(Schema):
+    """A one-key map `{<kind>: {...}}`: a built-in kind, or any other kind passed through."""
+
+    # extra="allow": unknown kinds are kept verbatim for custom runners.
+    model_config = ConfigDict(
+        extra="allow", json_schema_extra={"minProperties": 1, "maxProperties": 1}
+    )
+
+    http: HttpStorage | None = Field(default=None, description="Any JSON HTTP API.")
+    krateo: KrateoStorage | None = Field(default=None, description="Krateo's api/endpointRef.")
+    s3: S3Storage | None = Field(default=None, description="S3 or an S3-compatible store.")
+    sql: SqlStorage | None = Field(default=None, description="A SQL table or query.")
+    file: FileStorage | None = Field(default=None, description="CSV/JSONL files on a volume.")
+
+    @model_validator(mode="after")
+    def _exactly_one_kind(self) -> StorageSpec:
+        kinds = self.kinds()
+        if len(kinds) != 1:
+            found = ", ".join(kinds) if kinds else "none"
+            raise ValueError(f"set exactly one storage kind (found: {found})")
+        extra = self.model_extra or {}
+        for kind, body in extra.items():
+            if not isinstance(body, dict):
+                raise ValueError(f"storage kind {kind!r} must be an object")
+        return self
+
+    def kinds(self) -> list[str]:
+        """The storage kinds set in this block (valid blocks have exactly one)."""
+        builtin = [k for k in BUILTIN_KINDS if getattr(self, k) is not None]
+        return builtin + list(self.model_extra or {})
+
+    @property
+    def kind(self) -> str:
+        """The storage kind, e.g. `sql` or a custom runner's own kind."""
+        return self.kinds()[0]
+
+    @property
+    def is_builtin(self) -> bool:
+        """True for the kinds longrun's own runner implements."""
+        return self.kind in BUILTIN_KINDS
+
+    def body(self) -> Schema | dict[str, Any]:
+        """The kind's settings: a validated model for built-ins, the raw map otherwise."""
+        value = getattr(self, self.kind, None)
+        if isinstance(value, Schema):
+            return value
+        return dict((self.model_extra or {})[self.kind])
+
+
+# The CEL twins of check_input/check_output, for the CRD.
+INPUT_RULES = (
+    "!has(self.sql) || has(self.sql.table) != has(self.sql.query)",
+    "sql: set exactly one of table and query",
+    "!has(self.s3) || has(self.s3.key) != has(self.s3.prefix)",
+    "s3: set exactly one of key and prefix",
+)
+OUTPUT_RULES = (
+    "!has(self.sql) || (has(self.sql.table) && !has(self.sql.query))",
+    "sql: output needs `table` and takes no `query`",
+    "!has(self.s3) || (has(self.s3.prefix) && !has(self.s3.key))",
+    "s3: output needs `prefix` (one object per chunk) and takes no `key`",
+    "!has(self.http) || !has(self.http.pagination)",
+    "http: pagination applies to input only",
+)
+
+
+def check_input(storage: StorageSpec) -> StorageSpec:
+    """Direction-specific rules for `storage.input`."""
+    sql, s3 = storage.sql, storage.s3
+    if sql is not None and (sql.table is None) == (sql.query is None):
+        raise ValueError("sql: set exactly one of table and query")
+    if s3 is not None and (s3.key is None) == (s3.prefix is None):
+        raise ValueError("s3: set exactly one of key and prefix")
+    return storage
+
+
+def check_output(storage: StorageSpec) -> StorageSpec:
+    """Direction-specific rules for `storage.output` and `storage.errors`."""
+    sql, s3, http = storage.sql, storage.s3, storage.http
+    if sql is not None and (sql.table is None or sql.query is not None):
+        raise ValueError("sql: output needs `table` and takes no `query`")
+    if s3 is not None and (s3.prefix is None or s3.key is not None):
+        raise ValueError("s3: output needs `prefix` (one object per chunk) and takes no `key`")
+    if http is not None and http.pagination is not None:
+        raise ValueError("http: pagination applies to input only")
+    return storage

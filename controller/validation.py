@@ -1,0 +1,116 @@
+"""Semantic checks the schemas cannot express: cron syntax and time zones.
+
+Shared by the reconciler (which turns a failure into a condition such as
+`InvalidSchedule`) and by `longrun validate` (which prints it), so both agree.
+Kubernetes' CronJob accepts standard 5-field cron and the @-macros only, so we
+refuse croniter's extensions (seconds, years, `H` hashing) that the API server
+would reject later.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import zoneinfo
+from dataclasses import dataclass
+
+from croniter import croniter
+
+from contracts.run import InferenceRunSpec
+from controller.secretrefs import SecretUse
+
+CRON_MACROS = frozenset(
+    {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A user error: the field path, a CamelCase reason and a sentence a person can act on."""
+
+    field: str
+    reason: str
+    message: str
+
+
+def schedule_problem(schedule: str) -> str | None:
+    """Why `schedule` is not a cron expression Kubernetes accepts, or None when it is."""
+    text = schedule.strip()
+    if text.upper().startswith(("TZ=", "CRON_TZ=")):
+        return f'"{schedule}" embeds a time zone; use spec.timeZone instead'
+    if text in CRON_MACROS:
+        return None
+    fields = text.split()
+    if len(fields) != 5 or "H" in text or not croniter.is_valid(text):
+        return (
+            f'"{schedule}" is not a valid cron expression '
+            "(five fields: minute hour day-of-month month day-of-week, or @hourly/@daily/...)"
+        )
+    return None
+
+
+def time_zone_problem(time_zone: str) -> str | None:
+    """Why `time_zone` is not an IANA time zone name, or None when it is."""
+    try:
+        zoneinfo.ZoneInfo(time_zone)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return f'"{time_zone}" is not a known IANA time zone (e.g. Europe/Rome, UTC)'
+    return None
+
+
+def run_spec_problems(spec: InferenceRunSpec) -> list[Problem]:
+    """Every semantic problem of a run spec, in field order."""
+    problems: list[Problem] = []
+    if spec.schedule is not None and (msg := schedule_problem(spec.schedule)):
+        problems.append(Problem("spec.schedule", "InvalidSchedule", msg))
+    if spec.time_zone is not None:
+        if spec.schedule is None:
+            problems.append(
+                Problem("spec.timeZone", "InvalidTimeZone", "timeZone needs spec.schedule")
+            )
+        elif msg := time_zone_problem(spec.time_zone):
+            problems.append(Problem("spec.timeZone", "InvalidTimeZone", msg))
+    return problems
+
+
+def image_problem(image: str, *, allowed: tuple[str, ...]) -> Problem | None:
+    """A problem when `image` matches none of the `allowed` globs (empty allows any)."""
+    if not allowed or any(fnmatch.fnmatchcase(image, pattern) for pattern in allowed):
+        return None
+    return Problem(
+        "spec.image",
+        "ImageNotAllowed",
+        f'image "{image}" is not allowed by the controller (ALLOWED_IMAGES: '
+        f"{', '.join(allowed)}); use an allowed image or ask the operator to allow it",
+    )
+
+
+def service_account_problem(
+    name: str | None, *, allowed: tuple[str, ...], default: str | None
+) -> Problem | None:
+    """A problem when the runner ServiceAccount is neither the default nor allowed."""
+    if name is None or name == default:
+        return None
+    if any(fnmatch.fnmatchcase(name, pattern) for pattern in allowed):
+        return None
+    return Problem(
+        "spec.pod.serviceAccountName",
+        "ServiceAccountNotAllowed",
+        f'serviceAccount "{name}" is not allowed by the controller '
+        "(ALLOWED_SERVICE_ACCOUNTS); remove it or ask the operator to allow it",
+    )
+
+
+def foreign_secret_problems(uses: list[SecretUse], *, run_namespace: str) -> list[Problem]:
+    """Secret references into another namespace than the run's: longrun never follows them."""
+    return [
+        Problem(
+            use.field,
+            "SecretInOtherNamespace",
+            f'the endpoint Secret "{use.name}" is referenced in namespace "{use.namespace}", '
+            f'but a run may only read Secrets in its own namespace "{run_namespace}": put the '
+            f'endpoint Secret in namespace "{run_namespace}" and drop endpointRef.namespace '
+            "(or set it to the run's namespace)",
+        )
+        for use in uses
+        if use.namespace and use.namespace != run_namespace
+    ]

@@ -1,0 +1,177 @@
+"""The runner's plug points: storage backends and model protocol clients.
+
+Each Protocol's docstring is its contract. Built-in backends and protocols are
+registered exactly like third-party ones (entry points, see registry.py), so a
+custom runner image adds one with `pip install`, without forking.
+
+Threading model: the pipeline calls `ModelClient.predict` from up to
+`runner.concurrency` worker threads at once; everything else (sources, sinks)
+is called from one thread at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Record = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class InputRecord:
+    """One input record with its stable id and its position in the input (0-based)."""
+
+    position: int
+    id: str
+    data: Record
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """The model's answer for one record: any JSON-serialisable value."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFailure:
+    """Why one record could not be predicted (goes to the error output, counts against budget)."""
+
+    reason: str
+
+
+Outcome = Prediction | RecordFailure
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRecord:
+    """What a sink writes for one record."""
+
+    id: str
+    position: int
+    input: Record
+    prediction: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRecord:
+    """What an error sink writes for one failed record."""
+
+    id: str
+    position: int
+    input: Record
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """Identity of this execution; sinks key idempotent writes by it."""
+
+    run_uid: str
+    job_name: str
+    parameters: Mapping[str, str] = field(default_factory=dict)
+    secrets_dir: str = "/var/run/longrun/secrets"
+    # A scheduled run has one contract and many Jobs: each execution writes its own output.
+    scheduled: bool = False
+    # The input's id field: an identity, not a feature, so tensor clients leave it out of
+    # the model input unless `model.inputFields` names it.
+    id_field: str | None = None
+
+    def execution_subpath(self, base: str) -> str:
+        """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""
+        return f"{base.rstrip('/')}/{self.job_name}" if self.scheduled else base
+
+
+class ConfigError(Exception):
+    """Bad contract or configuration: exit code 2, do not retry. The message names the field."""
+
+
+class TransientError(Exception):
+    """A failure worth retrying (connection error, timeout, 429, 5xx)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class BatchRejected(Exception):
+    """The server refused a whole batch for a non-transient reason (e.g. HTTP 400).
+
+    The pipeline then retries the records one by one to isolate the bad ones.
+    """
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Streams input records in a stable order.
+
+    - `records(skip)` yields every record with position >= `skip`, in position order,
+      with ids that are the same on every call (key field, else the position).
+      Memory must not grow with the input size.
+    - `total()` is the number of records if cheaply known, else None (for ETA only).
+    - Raise ConfigError for bad settings, TransientError for retryable I/O failures.
+    """
+
+    def records(self, skip: int) -> Iterator[InputRecord]: ...
+
+    def total(self) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Writes results one chunk at a time, atomically and idempotently.
+
+    - `committed()` returns the indexes of chunks already fully written for this run
+      (discovered from the store itself), so a restarted pod resumes after them.
+    - `write_chunk(index, records)` makes the chunk visible all at once or not at all;
+      writing the same index twice leaves exactly one copy.
+    - `finish(summary)` marks the output complete (e.g. a manifest); called once at the end.
+    - `location` is a human-readable address of the output (s3://..., table name, path).
+    """
+
+    location: str
+
+    def committed(self) -> set[int]: ...
+
+    def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None: ...
+
+    def finish(self, summary: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class ModelClient(Protocol):
+    """Calls one model endpoint; safe to call from several threads at once.
+
+    `predict(records)` returns one Outcome per record, in order. A malformed answer
+    for one record is a RecordFailure; raise TransientError for retryable failures
+    (the pipeline retries with backoff, honouring `retry_after`) and BatchRejected
+    when the server refuses the batch as a whole.
+    """
+
+    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]: ...
+
+    def close(self) -> None: ...
+
+
+class StorageBackend(Protocol):
+    """A storage kind (`http`, `s3`, ... or a custom one), registered under `longrun.storage`.
+
+    Instantiated with no arguments. `settings` is the kind's validated contracts model for
+    built-in kinds, or the raw mapping for custom kinds. `role` is "output" or "errors".
+    """
+
+    def open_source(self, settings: Any, ctx: RunContext) -> Source: ...
+
+    def open_sink(self, settings: Any, ctx: RunContext, *, role: str) -> Sink: ...
+
+
+class ModelClientFactory(Protocol):
+    """A model protocol, registered under `longrun.protocols`: called with the endpoint
+    (`contracts.ModelEndpoint`) and the run context, returns a ModelClient."""
+
+    def __call__(self, endpoint: Any, ctx: RunContext) -> ModelClient: ...

@@ -1,0 +1,197 @@
+"""The Helm chart, linted and rendered by the real Helm library (helm-python-sdk).
+
+Real: Helm v4's lint and template engine, the chart's values.schema.json, the
+official kubernetes client's models (every rendered field must be a known field of
+the object's type). Faked: no cluster is contacted (offline render).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import helm_python
+import kubernetes.client
+import pytest
+import yaml
+
+CHART = Path(__file__).resolve().parents[2] / "charts" / "longrun"
+NON_DEFAULT = {
+    "replicaCount": 2,
+    "controller": {
+        "pollingInterval": "1m30s",
+        "maxReconcileRate": 8,
+        "watchNamespaces": ["team-a", "team-b"],
+        "logFormat": "text",
+    },
+    "runner": {"allowedImages": ["ghcr.io/acme/*"], "allowedServiceAccounts": ["gpu-runner"]},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "nodeSelector": {"kubernetes.io/os": "linux"},
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml"}],
+    "podAnnotations": {"prometheus.io/scrape": "true"},
+}
+
+
+@pytest.fixture(scope="module")
+def chart() -> Iterator[Any]:
+    loaded = helm_python.Chart.load(str(CHART))
+    yield loaded
+    loaded.close()
+
+
+def _render(chart: Any, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out = chart.render(values or {}, name="lr", namespace="longrun-system")
+    docs = []
+    for path, text in sorted(out.items()):
+        if path.endswith(".yaml"):
+            docs += [d for d in yaml.safe_load_all(text) if d]
+    return docs
+
+
+def _model_class(obj: dict[str, Any]) -> type:
+    version = obj["apiVersion"].split("/")[-1].capitalize()
+    return getattr(kubernetes.client, f"{version}{obj['kind']}")  # type: ignore[no-any-return]
+
+
+def _unknown_fields(value: Any, type_name: str, path: str) -> list[str]:
+    """Fields the kubernetes client's model for `type_name` does not know, recursively."""
+    if type_name.startswith("list["):
+        inner = type_name[5:-1]
+        return [e for i, v in enumerate(value) for e in _unknown_fields(v, inner, f"{path}[{i}]")]
+    if type_name.startswith("dict("):
+        inner = type_name[type_name.index(",") + 1 : -1].strip()
+        return [e for k, v in value.items() for e in _unknown_fields(v, inner, f"{path}.{k}")]
+    model = getattr(kubernetes.client, type_name, None)
+    if model is None:
+        return []  # a primitive (str, int, bool, object)
+    if not isinstance(value, dict):
+        return [f"{path}: expected an object of type {type_name}"]
+    by_json = {json: attr for attr, json in model.attribute_map.items()}
+    errors = [f"{path}.{k}: unknown field of {type_name}" for k in value if k not in by_json]
+    for key, sub in value.items():
+        if key in by_json:
+            errors += _unknown_fields(sub, model.openapi_types[by_json[key]], f"{path}.{key}")
+    return errors
+
+
+def _assert_valid(obj: dict[str, Any]) -> None:
+    model = _model_class(obj)
+    errors = _unknown_fields(obj, model.__name__, obj["kind"])
+    assert errors == [], errors
+    # Deserialising checks required fields and enum-free types the way the client would.
+    api = kubernetes.client.ApiClient()
+    api._ApiClient__deserialize(obj, model.__name__)  # type: ignore[attr-defined]
+
+
+def test_lint_passes_in_strict_mode() -> None:
+    report = helm_python.lint(str(CHART), strict=True)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def test_lint_passes_with_non_default_values() -> None:
+    report = helm_python.lint(str(CHART), NON_DEFAULT, strict=True)
+    assert report["errors"] == []
+
+
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "non-default"])
+def test_rendered_objects_are_valid_kubernetes_objects(chart: Any, values: Any) -> None:
+    docs = _render(chart, values)
+    assert {d["kind"] for d in docs} >= {"Deployment", "ServiceAccount", "Service"}
+    for doc in docs:
+        _assert_valid(doc)
+
+
+def test_checker_rejects_a_misspelled_field() -> None:
+    bad = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "x"}, "spec": {"prots": []}}
+    with pytest.raises(AssertionError, match=r"spec.prots: unknown field"):
+        _assert_valid(bad)
+
+
+def _rules(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for d in docs if d["kind"] in ("Role", "ClusterRole") for r in d["rules"]]
+
+
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "non-default"])
+def test_rbac_is_least_privilege(chart: Any, values: Any) -> None:
+    rules = _rules(_render(chart, values))
+    assert rules
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        assert "secrets" not in rule["resources"]
+        if "pods" in rule["resources"]:
+            assert set(rule["verbs"]) <= {"get", "list", "watch"}
+
+
+def test_watch_namespaces_gives_namespaced_roles(chart: Any) -> None:
+    docs = _render(chart, NON_DEFAULT)
+    kinds = [d["kind"] for d in docs]
+    assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds
+    roles = {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"}
+    assert roles == {"team-a", "team-b", "longrun-system"}  # + leader election
+
+
+def test_all_namespaces_gives_cluster_role(chart: Any) -> None:
+    kinds = [d["kind"] for d in _render(chart)]
+    assert "ClusterRole" in kinds and "ClusterRoleBinding" in kinds
+
+
+def test_runner_service_account_has_no_token_in_every_run_namespace(chart: Any) -> None:
+    docs = _render(chart, NON_DEFAULT)
+    runner = [
+        d for d in docs if d["kind"] == "ServiceAccount" and "runner" in d["metadata"]["name"]
+    ]
+    assert {d["metadata"]["namespace"] for d in runner} == {"longrun-system", "team-a", "team-b"}
+    assert all(d["automountServiceAccountToken"] is False for d in runner)
+
+
+def test_controller_pod_is_restricted(chart: Any) -> None:
+    deployment = next(d for d in _render(chart) if d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]
+    context = container["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["limits"]["memory"]
+
+
+def test_settings_reach_the_controller_environment(chart: Any) -> None:
+    deployment = next(d for d in _render(chart, NON_DEFAULT) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["POLLING_INTERVAL"] == "1m30s"
+    assert env["MAX_RECONCILE_RATE"] == "8"
+    assert env["WATCH_NAMESPACES"] == "team-a,team-b"
+    assert env["ALLOWED_IMAGES"] == "ghcr.io/acme/*"
+    assert env["DEFAULT_RUNNER_IMAGE"] == "ghcr.io/longrun-dev/longrun-runner:0.1.0"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"controller": {"pollingInterval": "soon"}},
+        {"controller": {"maxReconcileRate": 0}},
+        {"controller": {"logFormat": "xml"}},
+        {"contoller": {}},
+    ],
+    ids=["bad-duration", "zero-workers", "bad-log-format", "misspelled-key"],
+)
+def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
+    with pytest.raises(helm_python.HelmError):
+        chart.render(values, name="lr", namespace="longrun-system")
+
+
+@pytest.mark.parametrize("duration", ["30s", "1m", "1h30m", 300, "300"])
+def test_values_schema_accepts_durations(chart: Any, duration: Any) -> None:
+    chart.render({"controller": {"pollingInterval": duration}}, name="lr", namespace="x")
+
+
+def test_chart_ships_the_generated_crds(chart: Any) -> None:
+    names = sorted(Path(c["filename"]).name for c in chart.crds)
+    assert names == ["inferenceconfigs.longrun.dev.yaml", "inferenceruns.longrun.dev.yaml"]

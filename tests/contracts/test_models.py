@@ -1,0 +1,157 @@
+"""The pydantic models: what they accept, reject and how they serialize.
+
+Real: the models, Krateo's own example YAML from ../shared/krateo-testdata.
+Faked: nothing.
+"""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel, ValidationError
+
+import contracts
+from contracts.base import SecretKeyRef
+from contracts.config import InferenceConfigSpec
+from contracts.contract import RunnerContract
+from contracts.resources import API_VERSION, parse_resource
+from contracts.storage import StorageSpec
+
+KRATEO_DIR = Path(__file__).resolve().parents[3] / "shared" / "krateo-testdata"
+ENDPOINT = {"protocol": "kserve-v2", "url": "http://iris:8080", "name": "iris"}
+FILE_IN = {"file": {"path": "/data/in.jsonl"}}
+FILE_OUT = {"file": {"path": "/data/out"}}
+
+
+def _all_models() -> set[type[BaseModel]]:
+    seen: set[type[BaseModel]] = set()
+    todo: list[Any] = [contracts.InferenceConfig, contracts.InferenceRun, RunnerContract]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, type) and issubclass(item, BaseModel):
+            if item in seen:
+                continue
+            seen.add(item)
+            todo.extend(f.annotation for f in item.model_fields.values())
+        else:
+            todo.extend(typing.get_args(item))
+    return seen
+
+
+def _config(**spec: Any) -> InferenceConfigSpec:
+    body = {"model": ENDPOINT, "storage": {"input": FILE_IN, "output": FILE_OUT}} | spec
+    return InferenceConfigSpec.model_validate(body)
+
+
+@pytest.mark.parametrize("model", sorted(_all_models(), key=lambda m: m.__name__), ids=str)
+def test_every_field_has_a_description(model: type[BaseModel]) -> None:
+    if model.__module__ == "contracts.resources":
+        return  # apiVersion/kind/metadata envelopes are described by Kubernetes itself
+    missing = [name for name, f in model.model_fields.items() if not f.description]
+    assert not missing, f"{model.__name__} fields without description: {missing}"
+
+
+def test_credentials_are_only_secret_references() -> None:
+    suspicious = {"password", "token", "apikey", "secret", "credentials"}
+    for model in _all_models():
+        for name, field in model.model_fields.items():
+            words = set(name.lower().split("_"))
+            if words & suspicious and not words & {"ref", "key", "dir"}:
+                assert "SecretKeyRef" in str(field.annotation) or "S3Credentials" in str(
+                    field.annotation
+                ), f"{model.__name__}.{name} looks like a credential value"
+
+
+@pytest.mark.parametrize("path", sorted(KRATEO_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_accepts_krateo_examples_with_our_api_version(path: Path) -> None:
+    for doc in yaml.safe_load_all(path.read_text()):
+        doc["apiVersion"] = API_VERSION
+        assert parse_resource(doc).kind in ("InferenceConfig", "InferenceRun")
+
+
+def test_unknown_storage_kind_passes_through_untouched() -> None:
+    custom = {"custom": {"s3": {"endpointRef": {"name": "x"}, "moreCustom": "data"}}}
+    storage = StorageSpec.model_validate(custom)
+    assert storage.kind == "custom"
+    assert not storage.is_builtin
+    assert storage.to_wire() == custom
+
+
+def test_builtin_storage_kind_is_validated() -> None:
+    with pytest.raises(ValidationError, match="bucket"):
+        StorageSpec.model_validate({"s3": {"bucket": "ab", "key": "k"}})
+
+
+def test_storage_needs_exactly_one_kind() -> None:
+    with pytest.raises(ValidationError, match=r"exactly one storage kind \(found: s3, file\)"):
+        StorageSpec.model_validate({"s3": {"bucket": "abc", "key": "k"}, **FILE_IN})
+
+
+def test_kserve_block_normalizes_to_model() -> None:
+    spec = InferenceConfigSpec.model_validate(
+        {
+            "kserve": {
+                "modelName": "sklearn-iris",
+                "modelUrl": "iris.ns.svc/v1/models/sklearn-iris:predict",
+                "modelVersion": "v1",
+            },
+            "storage": {"input": FILE_IN, "output": FILE_OUT},
+        }
+    )
+    endpoint = spec.endpoint()
+    assert (endpoint.protocol, endpoint.name) == ("kserve-v1", "sklearn-iris")
+    assert endpoint.url == "iris.ns.svc/v1/models/sklearn-iris:predict"
+    assert spec.uses_krateo_contract_path()
+
+
+def test_model_block_does_not_mount_krateo_path_by_default() -> None:
+    assert not _config().uses_krateo_contract_path()
+    assert _config(krateoContractPath=True).uses_krateo_contract_path()
+
+
+def test_refuses_model_and_kserve_together() -> None:
+    kserve = {"modelName": "iris", "modelUrl": "iris/v2/models/iris/infer"}
+    with pytest.raises(ValidationError, match="set only one of model and kserve"):
+        _config(kserve=kserve)
+
+
+def test_sql_url_with_password_is_refused() -> None:
+    sql = {"sql": {"url": "postgresql://u:secret@db/x", "table": "t"}}
+    with pytest.raises(ValidationError, match="must not contain a password"):
+        _config(storage={"input": sql, "output": FILE_OUT})
+
+
+def test_sql_url_without_password_is_accepted() -> None:
+    sql = {"sql": {"url": "postgresql://reader@db/x", "table": "t"}}
+    assert _config(storage={"input": sql, "output": FILE_OUT}).storage.input.kind == "sql"
+
+
+def test_defaults_are_filled_in() -> None:
+    spec = _config()
+    assert spec.auto_delete_policy == "None"
+    assert (spec.runner.batch_size, spec.runner.concurrency) == (32, 4)
+    run = contracts.InferenceRunSpec.model_validate({"configRef": {"name": "c"}})
+    assert (run.concurrency_policy, run.suspend, run.is_scheduled) == ("Forbid", False, False)
+
+
+def test_wire_format_is_camel_case_and_round_trips() -> None:
+    spec = _config(autoDeletePolicy="DeleteOnSuccess")
+    wire = spec.to_wire()
+    assert wire["autoDeletePolicy"] == "DeleteOnSuccess"
+    assert "batchSize" in wire["runner"]
+    assert InferenceConfigSpec.model_validate(wire) == spec
+
+
+def test_secret_key_ref_holds_no_value() -> None:
+    assert set(SecretKeyRef.model_fields) == {"name", "key"}
+
+
+def test_custom_runner_protocol_is_accepted_when_namespaced() -> None:
+    spec = _config(model=ENDPOINT | {"protocol": "acme.com/scoring"})
+    assert spec.endpoint().protocol == "acme.com/scoring"
+    with pytest.raises(ValidationError, match="protocol"):
+        _config(model=ENDPOINT | {"protocol": "scoring"})
