@@ -1,0 +1,126 @@
+"""Delete semantics: propagation policies, preconditions, finalizers, graceful pods.
+
+Deleting only marks an object (deletionTimestamp, plus the `orphan` or
+`foregroundDeletion` finalizer for those policies) unless nothing holds it; the
+garbage collector (gc.py) and the kubelet finish the job, as on a real cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+from .errors import conflict, invalid_object, not_supported
+from .options import DeleteOptions, Request
+from .registry import ResourceType
+from .store import Obj, Store
+
+JOB_ORPHAN_WARNING = (
+    "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
+    "to remove them or set propagationPolicy=Orphan to suppress this warning"
+)
+
+
+class DeletionMixin:
+    """The delete verb of Api."""
+
+    store: Store
+    on_pod_graceful_delete: Callable[[Obj], bool]
+
+    def present(self, rt: ResourceType, obj: Obj) -> Obj:
+        raise NotImplementedError
+
+    def _now(self) -> str:
+        raise NotImplementedError
+
+    def _current(self, rt: ResourceType, namespace: str, name: str) -> Obj:
+        raise NotImplementedError
+
+    def _spec_finalizers(self, obj: Obj) -> list[str]:
+        raise NotImplementedError
+
+    def delete(
+        self,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        opts: DeleteOptions | None = None,
+        req: Request | None = None,
+    ) -> tuple[Obj, bool]:
+        """Delete; returns (object, deleted_now). Not deleted now = finalizers pending."""
+        opts = opts or DeleteOptions()
+        req = req or Request()
+        with self.store.lock:
+            old = self._current(rt, namespace, name)
+            self._check_preconditions(rt, old, opts)
+            policy = opts.propagation or rt.default_propagation
+            if opts.propagation is None and rt.plural == "jobs" and rt.group == "batch":
+                req.warnings.append(JOB_ORPHAN_WARNING)
+            if policy not in ("Background", "Foreground", "Orphan"):
+                raise invalid_object(
+                    "DeleteOptions",
+                    "",
+                    "",
+                    [
+                        not_supported(
+                            "propagationPolicy", policy, ["Foreground", "Background", "Orphan"]
+                        )
+                    ],
+                )
+            if req.dry_run:
+                return self.present(rt, old), False
+            return self._delete_locked(rt, old, policy, opts)
+
+    def _check_preconditions(self, rt: ResourceType, old: Obj, opts: DeleteOptions) -> None:
+        meta = old["metadata"]
+        if opts.precondition_uid and opts.precondition_uid != meta["uid"]:
+            raise conflict(
+                rt.plural,
+                rt.group,
+                meta["name"],
+                f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
+                f"UID in object meta: {meta['uid']}",
+            )
+        if opts.precondition_rv and opts.precondition_rv != meta["resourceVersion"]:
+            raise conflict(
+                rt.plural,
+                rt.group,
+                meta["name"],
+                f"Precondition failed: ResourceVersion in precondition: {opts.precondition_rv}, "
+                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+            )
+
+    def _delete_locked(
+        self, rt: ResourceType, old: Obj, policy: str, opts: DeleteOptions
+    ) -> tuple[Obj, bool]:
+        meta = old["metadata"]
+        if meta.get("deletionTimestamp"):
+            return self.present(rt, old), False
+        finalizers = list(meta.get("finalizers") or [])
+        extra = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
+        if extra and extra not in finalizers:
+            finalizers.append(extra)
+        graceful = (
+            rt.plural == "pods"
+            and not rt.group
+            and opts.grace_period != 0
+            and self.on_pod_graceful_delete(old)
+        )
+        if not finalizers and not graceful and not self._spec_finalizers(old):
+            removed = self.store.remove(rt.key, meta.get("namespace", ""), meta["name"])
+            return self.present(rt, removed or old), True
+        new = copy.deepcopy(old)
+        nmeta = new["metadata"]
+        nmeta["deletionTimestamp"] = self._now()
+        nmeta["deletionGracePeriodSeconds"] = (
+            0
+            if not graceful
+            else (opts.grace_period or int(old["spec"].get("terminationGracePeriodSeconds", 30)))
+        )
+        if finalizers:
+            nmeta["finalizers"] = finalizers
+        if rt.has_generation:
+            nmeta["generation"] = int(nmeta.get("generation", 1)) + 1
+        if rt.plural == "namespaces":
+            new.setdefault("status", {})["phase"] = "Terminating"
+        return self.present(rt, self.store.put(rt.key, new)), False

@@ -1,0 +1,193 @@
+"""pytest fixtures for the Kubernetes API emulator.
+
+`kube_emulator` gives each test a fresh emulator (function scope); tests that
+only need isolation by namespace can share `kube_emulator_session`. Both yield
+an EmulatorHandle: the URL and kubeconfig for clients, the clock, fault
+injection and executor controls, `api_client()` for the official Python client,
+`kubectl(...)` for the real binary, and `restart()`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pytest
+
+from e2e.emulator import Clock, Emulator, EmulatorConfig
+
+if TYPE_CHECKING:
+    from kubernetes.client import ApiClient
+
+__all__ = [
+    "EmulatorHandle",
+    "eventually",
+    "kube_emulator",
+    "kube_emulator_factory",
+    "kube_emulator_session",
+    "require_kubectl",
+]
+
+T = TypeVar("T")
+KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
+# Small on purpose: a short history makes clients hit 410 Gone and relist.
+# No pod-replacement backoff by default in tests (tests that need it set job_backoff_seconds).
+TEST_CONFIG = {
+    "history_size": 200,
+    "bookmark_interval": 0.2,
+    "seed": None,
+    "job_backoff_seconds": 0.0,
+}
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def require_kubectl() -> str:
+    """Path to kubectl; skip without it, but fail in CI where it must be present."""
+    path = KUBECTL if os.path.exists(KUBECTL) else shutil.which("kubectl")
+    if path:
+        return path
+    message = f"kubectl not found at {KUBECTL} or on PATH (Debian package kubernetes-client)"
+    if _in_ci():
+        pytest.fail(message + "; CI is set, so this is a failure, not a skip")
+    pytest.skip(message)
+
+
+def eventually(fn: Callable[[], T], *, timeout: float = 5.0, interval: float = 0.02) -> T:
+    """Poll fn until it returns a truthy value without raising (kubebuilder Eventually)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            result = fn()
+            if result:
+                return result
+            last = result
+        except (AssertionError, LookupError, ValueError, TypeError, AttributeError) as exc:
+            last = exc
+        except Exception as exc:
+            if type(exc).__name__ != "ApiException":
+                raise
+            last = exc
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"condition not met within {timeout}s; last result: {last!r}")
+        time.sleep(interval)
+
+
+class EmulatorHandle:
+    """What tests use: a running emulator plus client helpers."""
+
+    def __init__(self, emulator: Emulator) -> None:
+        self.emulator = emulator
+        self._clients: list[ApiClient] = []
+        self._ns = itertools.count(1)
+
+    @property
+    def url(self) -> str:
+        return self.emulator.url
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.emulator.kubeconfig_path
+
+    @property
+    def clock(self) -> Clock:
+        return self.emulator.clock
+
+    @property
+    def faults(self) -> Any:
+        return self.emulator.faults
+
+    @property
+    def executor(self) -> Any:
+        return self.emulator.executor
+
+    def api_client(self) -> ApiClient:
+        """An ApiClient for this emulator, closed when the fixture ends."""
+        client = self.emulator.api_client()
+        self._clients.append(client)
+        return client
+
+    def restart(self) -> None:
+        self.emulator.restart()
+
+    def namespace(self, prefix: str = "test") -> str:
+        """Create a fresh namespace and return its name."""
+        rt = self.emulator.registry.get("", "v1", "namespaces")
+        assert rt is not None
+        name = f"{prefix}-{next(self._ns)}-{os.getpid() % 1000}"
+        self.emulator.api.create(rt, "", {"metadata": {"name": name}})
+        return name
+
+    def kubectl(
+        self, *args: str, input: str | None = None, timeout: float = 20.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the real kubectl against this emulator (no flags but --kubeconfig)."""
+        binary = require_kubectl()
+        env = {**os.environ, "KUBECACHEDIR": str(self.emulator.workdir / "kubectl-cache")}
+        return subprocess.run(
+            [binary, "--kubeconfig", str(self.kubeconfig_path), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()  # type: ignore[no-untyped-call]
+        self._clients.clear()
+
+
+def _start(**overrides: Any) -> tuple[Emulator, EmulatorHandle]:
+    emulator = Emulator(EmulatorConfig(**{**TEST_CONFIG, **overrides})).start()
+    return emulator, EmulatorHandle(emulator)
+
+
+@pytest.fixture
+def kube_emulator() -> Iterator[EmulatorHandle]:
+    """A fresh emulator per test."""
+    emulator, handle = _start()
+    try:
+        yield handle
+    finally:
+        handle.close()
+        emulator.stop()
+
+
+@pytest.fixture
+def kube_emulator_factory() -> Iterator[Callable[..., EmulatorHandle]]:
+    """Start emulators with EmulatorConfig overrides, e.g. `factory(job_backoff_seconds=10)`."""
+    started: list[tuple[Emulator, EmulatorHandle]] = []
+
+    def factory(**overrides: Any) -> EmulatorHandle:
+        started.append(_start(**overrides))
+        return started[-1][1]
+
+    try:
+        yield factory
+    finally:
+        for emulator, handle in started:
+            handle.close()
+            emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_emulator_session() -> Iterator[EmulatorHandle]:
+    """One emulator for the session; isolate tests with `handle.namespace()`."""
+    emulator, handle = _start()
+    try:
+        yield handle
+    finally:
+        handle.close()
+        emulator.stop()

@@ -1,0 +1,3 @@
+"""Fixtures: the API emulator (e2e.fixtures)."""
+
+from e2e.fixtures import *  # noqa: F403
