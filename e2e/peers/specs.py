@@ -1,0 +1,164 @@
+"""The registry of real model servers the harness can start.
+
+Why a table and not code per server: everything the harness does (build a virtualenv, pick ports,
+start, wait, stop) is the same for every server; only the pins, the script and the protocols
+differ. Keeping those as data makes the cache key (a hash of the pins) and the CLI listing fall out
+of one place, and adding a server is one entry plus one script in ``servers/``.
+
+Pins are exact for the packages we depend on (the server, the ML library that builds the model);
+the rest of each server's dependency tree resolves from those pins at build time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+
+SERVERS_DIR = Path(__file__).parent / "servers"
+
+HTTP = "http"
+GRPC = "grpc"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A virtualenv shared by one or more servers.
+
+    ``wheels`` are requirements built once with ``pip wheel`` into the cache (slow source builds
+    such as llama.cpp) and installed from there with ``--only-binary`` so that they never rebuild.
+    """
+
+    name: str
+    requirements: tuple[str, ...]
+    wheels: tuple[str, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One server process: which env runs which script, serving what, ready when."""
+
+    name: str
+    env: str
+    script: str
+    protocols: tuple[str, ...]
+    ready_path: str
+    models: tuple[str, ...]
+    args: tuple[str, ...] = ()
+    # Ports the server opens besides its protocols (e.g. metrics); each gets a free port too.
+    extra_ports: tuple[str, ...] = ()
+    # Extra environment the server needs; values may use {libdir} (the env interpreter's LIBDIR).
+    environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    startup_timeout: float = 120.0
+    stop_timeout: float = 15.0
+
+    @property
+    def script_path(self) -> Path:
+        return SERVERS_DIR / self.script
+
+
+_ENVS = (
+    EnvSpec(
+        name="kserve",
+        requirements=("kserve==0.21.0", "scikit-learn==1.9.1"),
+        description="KServe Python model server with an sklearn iris model",
+    ),
+    EnvSpec(
+        name="mlserver",
+        requirements=(
+            "mlserver==1.7.1",
+            "mlserver-sklearn==1.7.1",
+            "scikit-learn==1.9.1",
+        ),
+        description="Seldon MLServer with mlserver-sklearn serving a joblib iris model",
+    ),
+    EnvSpec(
+        name="triton",
+        requirements=("nvidia-pytriton==0.7.0", "numpy==1.26.4"),
+        description="Triton Inference Server 2.51 through PyTriton, numpy iris classifier",
+    ),
+    EnvSpec(
+        name="llama",
+        requirements=("llama-cpp-python[server]==0.3.36", "gguf==0.19.0"),
+        wheels=("llama-cpp-python==0.3.36",),
+        description="llama.cpp OpenAI-compatible server with a tiny random local GGUF model",
+    ),
+)
+
+_SERVERS = (
+    ServerSpec(
+        name="kserve",
+        env="kserve",
+        script="kserve_server.py",
+        protocols=(HTTP, GRPC),
+        ready_path="/v2/models/iris/ready",
+        models=("iris",),
+    ),
+    ServerSpec(
+        name="mlserver",
+        env="mlserver",
+        script="mlserver_server.py",
+        protocols=(HTTP, GRPC),
+        ready_path="/v2/models/iris/ready",
+        models=("iris",),
+        extra_ports=("metrics",),
+    ),
+    ServerSpec(
+        name="triton",
+        env="triton",
+        script="triton_server.py",
+        protocols=(HTTP, GRPC),
+        ready_path="/v2/models/iris/ready",
+        models=("iris",),
+        extra_ports=("metrics",),
+        # PEERS.md: the Python backend stub otherwise loads the system libpython3.11.
+        environ=MappingProxyType({"LD_LIBRARY_PATH": "{libdir}"}),
+        startup_timeout=180.0,
+        stop_timeout=30.0,
+    ),
+    ServerSpec(
+        name="llama-chat",
+        env="llama",
+        script="llama_server.py",
+        protocols=(HTTP,),
+        ready_path="/v1/models",
+        models=("tiny-llama",),
+    ),
+    ServerSpec(
+        name="llama-embeddings",
+        env="llama",
+        script="llama_server.py",
+        protocols=(HTTP,),
+        ready_path="/v1/models",
+        models=("tiny-llama",),
+        args=("--embedding",),
+    ),
+)
+
+ENVS: Mapping[str, EnvSpec] = MappingProxyType({e.name: e for e in _ENVS})
+SERVERS: Mapping[str, ServerSpec] = MappingProxyType({s.name: s for s in _SERVERS})
+
+
+class UnknownPeerError(LookupError):
+    """Raised for a name that is neither a server nor an env."""
+
+
+def server_spec(name: str) -> ServerSpec:
+    """Return the server called ``name``."""
+    try:
+        return SERVERS[name]
+    except KeyError:
+        raise UnknownPeerError(f"unknown server {name!r}; known: {', '.join(SERVERS)}") from None
+
+
+def env_names_for(names: list[str] | tuple[str, ...]) -> list[str]:
+    """Map server or env names to the env names they need, in order, without repeats."""
+    known = {**{s: SERVERS[s].env for s in SERVERS}, **{e: e for e in ENVS}}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UnknownPeerError(
+            f"unknown name(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    return list(dict.fromkeys(known[n] for n in names))
