@@ -1,0 +1,76 @@
+"""Which Kubernetes Events a status change deserves: one per transition, one per user error.
+
+Events are derived from the difference between the stored and the new status,
+so a resync that changes nothing records nothing, and a restarted controller
+does not repeat the events of transitions it already published.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.run import InferenceRunStatus
+from controller.conditions import find
+from controller.ports import EventType
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """A Kubernetes Event to record about a run."""
+
+    type: EventType
+    reason: str
+    message: str
+
+
+def transition_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[EventSpec]:
+    """Events for what changed between two statuses."""
+    events: list[EventSpec] = []
+    accepted = find(new.conditions, "Accepted")
+    was = find(old.conditions, "Accepted")
+    if (
+        accepted is not None
+        and accepted.status == "False"
+        and (was is None or (was.status, was.reason) != (accepted.status, accepted.reason))
+    ):
+        events.append(EventSpec("Warning", accepted.reason, accepted.message))
+    if new.phase != old.phase and new.phase is not None:
+        events.append(_phase_event(new))
+    events.extend(_execution_events(old, new))
+    return events
+
+
+def _phase_event(new: InferenceRunStatus) -> EventSpec:
+    phase = new.phase
+    if phase == "Pending":
+        what = new.job_name or new.cron_job_name
+        text = f"created Job {what}" if what else "waiting to start"
+        return EventSpec("Normal", "Pending", text)
+    if phase == "Failed":
+        failed = find(new.conditions, "Failed")
+        reason = failed.reason if failed and failed.reason else "Failed"
+        return EventSpec("Warning", reason, new.message or "the run failed")
+    messages = {
+        "Running": f"Job {new.job_name} is running",
+        "Succeeded": f"Job {new.job_name} succeeded",
+        "Scheduled": f"CronJob {new.cron_job_name} is scheduled",
+        "Suspended": f"CronJob {new.cron_job_name} is suspended",
+    }
+    return EventSpec("Normal", phase or "Unknown", messages.get(phase or "", ""))
+
+
+def _execution_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[EventSpec]:
+    before = {e.job_name: e.phase for e in old.history}
+    events = []
+    for execution in new.history:
+        if execution.phase == before.get(execution.job_name):
+            continue
+        if execution.phase == "Succeeded":
+            events.append(
+                EventSpec("Normal", "ExecutionSucceeded", f"Job {execution.job_name} succeeded")
+            )
+        elif execution.phase == "Failed":
+            events.append(
+                EventSpec("Warning", "ExecutionFailed", f"Job {execution.job_name} failed")
+            )
+    return events

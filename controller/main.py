@@ -1,0 +1,118 @@
+"""`longrun controller`: start the controller from environment variables and flags.
+
+Flags override the environment (the chart sets only environment variables). A
+bad setting exits with status 2 and a message naming it, before any thread or
+connection starts. Losing leadership exits with status 1 so the Deployment
+restarts the pod as a follower, as controller-runtime does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
+from controller import logs
+from controller.settings import Settings, SettingsError, settings_from_env
+
+log = logging.getLogger("controller")
+FLAGS = {
+    "polling_interval": "POLLING_INTERVAL",
+    "max_reconcile_rate": "MAX_RECONCILE_RATE",
+    "watch_namespaces": "WATCH_NAMESPACES",
+    "default_runner_image": "DEFAULT_RUNNER_IMAGE",
+    "allowed_images": "ALLOWED_IMAGES",
+    "allowed_service_accounts": "ALLOWED_SERVICE_ACCOUNTS",
+    "runner_service_account": "RUNNER_SERVICE_ACCOUNT",
+    "leader_election": "LEADER_ELECTION",
+    "leader_election_namespace": "LEADER_ELECTION_NAMESPACE",
+    "lease_name": "LEASE_NAME",
+    "log_level": "LOG_LEVEL",
+    "log_format": "LOG_FORMAT",
+    "metrics_port": "METRICS_PORT",
+    "health_port": "HEALTH_PORT",
+}
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `controller` subcommand to the `longrun` CLI; its handler is `run`."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "controller",
+        help="run the InferenceRun controller",
+        description="Run the controller (kubeconfig or in-cluster). Flags override env vars.",
+    )
+    parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"))
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+    for dest, env in FLAGS.items():
+        flag = "--" + dest.replace("_", "-")
+        parser.add_argument(flag, dest=dest, default=None, metavar=env, help=f"overrides ${env}")
+    parser.set_defaults(handler=run)
+    return parser
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Settings from the environment with flags applied on top."""
+    env = dict(os.environ)
+    for dest, name in FLAGS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            env[name] = str(value)
+    return settings_from_env(env)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT (0) or lost leadership (1); 2 for a bad setting."""
+    try:
+        settings = settings_from_args(args)
+    except SettingsError as exc:
+        print(f"longrun controller: {exc}", file=sys.stderr)
+        return 2
+    logs.configure(level=settings.log_level, fmt=settings.log_format)
+    from controller.kube import load_api_client  # the kubernetes client loads lazily
+    from controller.manager import Manager
+    from controller.serve import Endpoint, probe
+
+    manager = Manager(
+        load_api_client(args.kubeconfig, context=args.context),
+        settings,
+        identity=f"{socket.gethostname()}_{os.getpid()}",
+    )
+    done = threading.Event()
+    exit_code = [0]
+
+    def lost() -> None:
+        exit_code[0] = 1
+        done.set()
+
+    manager.on_lost_leadership = lost
+    metrics = Endpoint(settings.metrics_port, {"/metrics": _metrics_route(manager)})
+    health = Endpoint(
+        settings.health_port,
+        {"/healthz": probe(lambda: True), "/readyz": probe(manager.is_ready)},
+    )
+    for endpoint in (metrics, health):
+        endpoint.start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    log.info("starting", extra={"identity": manager.identity})
+    manager.start()
+    done.wait()
+    manager.stop()
+    for endpoint in (metrics, health):
+        endpoint.stop()
+    return exit_code[0]
+
+
+def _metrics_route(manager: Any) -> Any:
+    def route() -> tuple[int, str, str]:
+        manager.metrics.runs.replace(
+            {k: float(v) for k, v in manager.cluster.phase_counts().items()}, label="phase"
+        )
+        return 200, "text/plain; version=0.0.4", manager.metrics.render()
+
+    return route

@@ -1,0 +1,186 @@
+"""The running controller: informers feed a work queue, workers reconcile, one leader acts.
+
+Like controller-runtime's manager: caches start (and stay warm) on every
+replica, but only the Lease holder runs workers. The resync every
+POLLING_INTERVAL replays the cache into the queue, as client-go's resync does,
+instead of relisting everything from the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from controller.kube import Elector, KubeCluster, Transport, with_pool_size
+from controller.logs import reconcile_context
+from controller.metrics import Metrics
+from controller.ports import ApiError
+from controller.reconcile import Reconciler
+from controller.settings import Settings
+from controller.workqueue import WorkQueue
+
+log = logging.getLogger(__name__)
+SYNC_TIMEOUT = 60.0
+
+
+class Manager:
+    """One controller replica."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        settings: Settings,
+        *,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        identity: str | None = None,
+        metrics: Metrics | None = None,
+        base_delay: float = 0.05,
+    ) -> None:
+        self.settings = settings
+        self.identity = identity or f"longrun-{uuid.uuid4().hex[:8]}"
+        self.metrics = metrics or Metrics()
+        self.queue = WorkQueue(metrics=self.metrics, base_delay=base_delay)
+        self.requests: dict[str, int] = {}
+        informers = 7 * max(1, len(settings.watch_namespaces))
+        pooled = with_pool_size(api_client, informers + settings.max_reconcile_rate + 4)
+        self.transport = Transport(pooled, on_request=self._count_request)
+        self.cluster = KubeCluster(
+            self.transport,
+            namespaces=settings.watch_namespaces,
+            enqueue=self.queue.add,
+            identity=self.identity,
+            now=now,
+        )
+        self.reconciler = Reconciler(self.cluster, settings, now=now)
+        self._workers: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._leading = threading.Event()
+        self._elector = self._make_elector(api_client) if settings.leader_election else None
+        self.on_lost_leadership: Callable[[], None] = lambda: None
+
+    def _count_request(self, method: str) -> None:
+        self.requests[method] = self.requests.get(method, 0) + 1
+        self.metrics.rest_requests.inc(method=method)
+
+    def _make_elector(self, api_client: Any) -> Elector:
+        s = self.settings
+        return Elector(
+            api_client,
+            name=s.lease_name,
+            namespace=s.leader_election_namespace,
+            identity=self.identity,
+            timing=(s.lease_duration, s.renew_deadline, s.retry_period),
+            on_started=self._start_leading,
+            on_stopped=self._stop_leading,
+        )
+
+    # -- life cycle --------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start caches, then campaign (or lead at once without leader election)."""
+        self.cluster.start()
+        if not self.cluster.wait_synced(SYNC_TIMEOUT):
+            log.warning("caches not synced after %ss; continuing", SYNC_TIMEOUT)
+        threading.Thread(target=self._resync_loop, name="resync", daemon=True).start()
+        if self._elector is not None:
+            self._elector.start()
+        else:
+            self._start_leading()
+
+    def stop(self) -> None:
+        """Stop leading, working and watching."""
+        self._stop.set()
+        if self._elector is not None:
+            self._elector.stop()
+        self._leading.clear()
+        self.metrics.leader.set(0)
+        self.queue.shutdown()
+        for worker in self._workers:
+            worker.join(timeout=10)
+        self.cluster.stop()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this replica holds the Lease (or runs without election)."""
+        return self._leading.is_set()
+
+    def is_ready(self) -> bool:
+        """True once the caches have synced."""
+        return self.cluster.is_synced()
+
+    def _start_leading(self) -> None:
+        if self._stop.is_set():
+            return
+        log.info("started leading", extra={"identity": self.identity})
+        self._leading.set()
+        self.metrics.leader.set(1)
+        for index in range(self.settings.max_reconcile_rate):
+            worker = threading.Thread(target=self._work, name=f"worker-{index}", daemon=True)
+            worker.start()
+            self._workers.append(worker)
+        self._enqueue_all()
+
+    def _stop_leading(self) -> None:
+        log.warning("lost leadership", extra={"identity": self.identity})
+        self._leading.clear()
+        self.metrics.leader.set(0)
+        self.queue.shutdown()
+        self.on_lost_leadership()
+
+    def _enqueue_all(self) -> None:
+        for key in self.cluster.run_keys():
+            self.queue.add(key)
+
+    def _resync_loop(self) -> None:
+        while not self._stop.wait(self.settings.polling_interval):
+            if self.is_leader:
+                self._enqueue_all()
+
+    # -- workers -----------------------------------------------------------------
+
+    def _work(self) -> None:
+        while self._leading.is_set():
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                self.process(key)
+            finally:
+                self.queue.done(key)
+
+    def process(self, key: str) -> None:
+        """Reconcile one key, with metrics, logging context and retry on error."""
+        started = time.monotonic()
+        with reconcile_context(key):
+            try:
+                result = self.reconciler.reconcile(key)
+            except ApiError as exc:
+                self._retry(key, exc)
+                return
+            except Exception:
+                log.exception("reconcile failed")
+                self._retry(key, None)
+                return
+            finally:
+                self.metrics.reconcile_time.observe(time.monotonic() - started)
+        self.queue.forget(key)
+        if result.requeue_after is not None:
+            self.metrics.reconcile_total.inc(result="requeue_after")
+            self.queue.add_after(key, result.requeue_after)
+        else:
+            self.metrics.reconcile_total.inc(result="success")
+
+    def _retry(self, key: str, exc: ApiError | None) -> None:
+        self.metrics.reconcile_total.inc(result="error")
+        self.metrics.reconcile_errors.inc()
+        if exc is not None:
+            log.info("transient error, retrying: %s", exc)
+        if exc is not None and exc.retry_after:
+            self.queue.add_after(key, exc.retry_after)
+            return
+        self.queue.add_rate_limited(key)

@@ -1,0 +1,149 @@
+"""Read what the Job controller and the kubelet report, as plain dicts.
+
+Only terminal Job conditions (`Complete`, `Failed`) end an execution: newer
+Kubernetes adds `SuccessCriteriaMet`/`FailureTarget` first while pods are still
+terminating. The runner's summary comes from its termination message, which is
+user-controlled text: it is parsed as a `RunResult` with unknown keys dropped, so
+no raw upstream body ever reaches the status.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.contract import EXIT_BAD_CONTRACT, EXIT_INFERENCE, EXIT_INPUT, EXIT_OUTPUT
+from contracts.run import RunResult
+from controller import names
+
+Obj = dict[str, Any]
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
+EXIT_MEANINGS = {
+    EXIT_BAD_CONTRACT: "the contract or config is invalid (not retried)",
+    EXIT_INPUT: "reading the input failed",
+    EXIT_INFERENCE: "calling the model failed",
+    EXIT_OUTPUT: "writing the output failed",
+}
+FAILURE_REASONS = {"PodFailurePolicy": "BadContract"}
+_RESULT_KEYS = frozenset(RunResult.model_json_schema(by_alias=True)["properties"])
+
+
+@dataclass(frozen=True)
+class JobState:
+    """Where one execution (a Job) stands."""
+
+    phase: str  # Pending, Running, Succeeded, Failed
+    reason: str
+    message: str = ""
+    start_time: datetime | None = None
+    finish_time: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RunnerExit:
+    """The runner container's last termination: exit code, parsed summary, why it was ignored."""
+
+    exit_code: int | None
+    result: RunResult | None
+    note: str | None = None
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A metav1.Time string as an aware datetime (second precision)."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).replace(microsecond=0)
+
+
+def true_condition(obj: Obj, type_: str) -> Obj | None:
+    """The condition `type_` with status True in an object's status, if any."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return dict(cond)
+    return None
+
+
+def job_state(job: Obj) -> JobState:
+    """The phase of a Job from its status."""
+    status = job.get("status") or {}
+    started = parse_time(status.get("startTime"))
+    if done := true_condition(job, "Complete"):
+        finished = parse_time(status.get("completionTime")) or parse_time(
+            done.get("lastTransitionTime")
+        )
+        return JobState("Succeeded", "Succeeded", "", started, finished)
+    if failed := true_condition(job, "Failed"):
+        reason = str(failed.get("reason") or "JobFailed")
+        return JobState(
+            "Failed",
+            FAILURE_REASONS.get(reason, reason),
+            str(failed.get("message") or ""),
+            started,
+            parse_time(failed.get("lastTransitionTime")),
+        )
+    if int(status.get("active") or 0) > 0:
+        return JobState("Running", "JobRunning", "", started)
+    return JobState("Pending", "JobPending", "", started)
+
+
+def is_finished(state: JobState) -> bool:
+    """True for Succeeded or Failed."""
+    return state.phase in ("Succeeded", "Failed")
+
+
+def pod_job_name(pod: Obj) -> str | None:
+    """The Job a pod belongs to, from the labels the Job controller sets."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
+
+
+def _terminated(pod: Obj) -> Obj | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if status.get("name") == names.CONTAINER_NAME:
+            state = (status.get("state") or {}).get("terminated")
+            return dict(state) if state else None
+    return None
+
+
+def parse_result(message: str) -> tuple[RunResult | None, str | None]:
+    """A RunResult from a termination message, or None and why it was ignored."""
+    if not message.strip():
+        return None, None
+    try:
+        data = json.loads(message)
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        return RunResult.model_validate({k: v for k, v in data.items() if k in _RESULT_KEYS}), None
+    except (ValueError, ValidationError):
+        return None, "the runner's termination message is not a valid summary; ignored"
+
+
+def runner_exit(pods: list[Obj], job_name: str) -> RunnerExit | None:
+    """The latest terminated runner container among the Job's pods."""
+    mine = [p for p in pods if pod_job_name(p) == job_name and _terminated(p)]
+    if not mine:
+        return None
+    latest = max(mine, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))
+    state = _terminated(latest) or {}
+    result, note = parse_result(str(state.get("message") or ""))
+    code = state.get("exitCode")
+    return RunnerExit(code if isinstance(code, int) else None, result, note)
+
+
+def failure_message(state: JobState, exit_: RunnerExit | None) -> str:
+    """A sentence on why an execution failed, with the runner's exit code meaning."""
+    parts = [state.message or f"the Job failed ({state.reason})"]
+    if exit_ is not None and exit_.exit_code not in (None, 0):
+        meaning = EXIT_MEANINGS.get(exit_.exit_code or 0, "the runner failed")
+        parts.append(f"runner exit code {exit_.exit_code}: {meaning}")
+    if exit_ is not None and exit_.result is not None and exit_.result.reason:
+        parts.append(exit_.result.reason)
+    return "; ".join(parts)

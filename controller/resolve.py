@@ -1,0 +1,118 @@
+"""Find a run's config and decide whether the pair may run: every user error lives here.
+
+The order of checks is the order a person fixes things in: the run's own spec,
+the config reference (missing, or in a namespace that does not allow this run),
+the config, then the controller's allow-lists and the Secret-namespace rule.
+Each failure is a `Problem` with a CamelCase reason that becomes the `Accepted`
+condition; none is retried until the run or the config changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from contracts.config import InferenceConfigSpec
+from contracts.run import InferenceRunSpec
+from controller.builders import ObjectIdentity, Resolved, image_of, service_account_of
+from controller.observe import Obj
+from controller.secretrefs import secret_uses
+from controller.settings import Settings
+from controller.validation import (
+    Problem,
+    foreign_secret_problems,
+    image_problem,
+    run_spec_problems,
+    service_account_problem,
+)
+
+ConfigLookup = Callable[[str, str], Obj | None]
+
+
+def identity(obj: Obj) -> ObjectIdentity:
+    """Name, namespace, UID and generation of an object."""
+    meta = obj.get("metadata") or {}
+    return ObjectIdentity(
+        name=meta.get("name", ""),
+        namespace=meta.get("namespace", ""),
+        uid=meta.get("uid", ""),
+        generation=int(meta.get("generation") or 0),
+    )
+
+
+def parse_run_spec(run: Obj) -> tuple[InferenceRunSpec | None, Problem | None]:
+    """The run's spec, or the problem that makes it unreadable."""
+    try:
+        return InferenceRunSpec.model_validate(run.get("spec") or {}), None
+    except ValidationError as exc:
+        return None, Problem("spec", "InvalidSpec", _first_error(exc))
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ()))
+    return f"{where}: {err.get('msg', 'invalid')}" if where else str(err.get("msg"))
+
+
+def find_config(run: Obj, spec: InferenceRunSpec, lookup: ConfigLookup) -> Obj | Problem:
+    """The referenced config, or ConfigNotFound / ConfigNotAllowed."""
+    run_ns = identity(run).namespace
+    ref = spec.config_ref
+    namespace = ref.namespace or run_ns
+    config = lookup(namespace, ref.name)
+    if config is None:
+        return Problem(
+            "spec.configRef",
+            "ConfigNotFound",
+            f'InferenceConfig "{namespace}/{ref.name}" does not exist; create it and the run '
+            "starts",
+        )
+    allowed = (config.get("spec") or {}).get("allowedNamespaces") or []
+    if namespace != run_ns and run_ns not in allowed:
+        return Problem(
+            "spec.configRef.namespace",
+            "ConfigNotAllowed",
+            f'InferenceConfig "{namespace}/{ref.name}" does not list namespace "{run_ns}" in '
+            "spec.allowedNamespaces",
+        )
+    return config
+
+
+def parse_config_spec(config: Obj) -> InferenceConfigSpec | Problem:
+    """The config's spec, or InvalidConfig."""
+    try:
+        return InferenceConfigSpec.model_validate(config.get("spec") or {})
+    except ValidationError as exc:
+        return Problem("config.spec", "InvalidConfig", _first_error(exc))
+
+
+def check(resolved: Resolved, settings: Settings) -> Problem | None:
+    """The first semantic problem of a run with its config, or None."""
+    problems = [
+        *run_spec_problems(resolved.spec),
+        image_problem(image_of(resolved, settings), allowed=settings.allowed_images),
+        service_account_problem(
+            service_account_of(resolved, settings),
+            allowed=settings.allowed_service_accounts,
+            default=settings.runner_service_account,
+        ),
+        *foreign_secret_problems(
+            secret_uses(resolved.config_spec), run_namespace=resolved.run.namespace
+        ),
+    ]
+    return next((p for p in problems if p is not None), None)
+
+
+def resolve(
+    run: Obj, spec: InferenceRunSpec, *, lookup: ConfigLookup, settings: Settings
+) -> Resolved | Problem:
+    """The run with its config, validated; or the first problem a user must fix."""
+    config = find_config(run, spec, lookup)
+    if isinstance(config, Problem):
+        return config
+    config_spec = parse_config_spec(config)
+    if isinstance(config_spec, Problem):
+        return config_spec
+    resolved = Resolved(identity(run), spec, identity(config), config_spec)
+    return check(resolved, settings) or resolved

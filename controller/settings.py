@@ -1,0 +1,135 @@
+"""The controller's settings, read from the environment (and flags) once at start-up.
+
+The Helm chart sets exactly these environment variables; flags override them for
+local runs. A bad value fails at start-up with a message naming the variable,
+instead of surfacing later as a confusing reconcile error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_IMAGE = "ghcr.io/longrun/runner:latest"
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h)?)+$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class SettingsError(ValueError):
+    """A setting has a value the controller cannot use."""
+
+
+def parse_duration(text: str, *, name: str = "duration") -> float:
+    """Seconds in `30s`, `1m`, `1h30m`, `250ms` or a bare number of seconds (`300`)."""
+    value = text.strip()
+    if not value or not _DURATION.match(value):
+        raise SettingsError(f"{name}={text!r} is not a duration (examples: 30s, 1m, 1h30m, 300)")
+    seconds = sum(float(n) * _UNIT_SECONDS[u or None] for n, u in _PART.findall(value))
+    if seconds <= 0:
+        raise SettingsError(f"{name}={text!r} must be greater than zero")
+    return seconds
+
+
+def parse_list(text: str) -> tuple[str, ...]:
+    """A comma-separated list; blanks dropped."""
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def parse_bool(text: str, *, name: str) -> bool:
+    """true/false (also 1/0, yes/no)."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off", ""):
+        return False
+    raise SettingsError(f"{name}={text!r} is not true or false")
+
+
+def parse_int(text: str, *, name: str, minimum: int = 1) -> int:
+    """An integer not below `minimum`."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise SettingsError(f"{name}={text!r} is not an integer") from None
+    if value < minimum:
+        raise SettingsError(f"{name}={text!r} must be at least {minimum}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the controller reads from its environment."""
+
+    polling_interval: float = 300.0
+    max_reconcile_rate: int = 1
+    watch_namespaces: tuple[str, ...] = ()
+    default_runner_image: str = DEFAULT_IMAGE
+    allowed_images: tuple[str, ...] = ()
+    allowed_service_accounts: tuple[str, ...] = ()
+    runner_service_account: str | None = None
+    leader_election: bool = True
+    leader_election_namespace: str = "default"
+    lease_name: str = "longrun-controller"
+    log_level: str = "INFO"
+    log_format: str = "json"
+    metrics_port: int = 8080
+    health_port: int = 8081
+    lease_duration: int = 15
+    renew_deadline: int = 10
+    retry_period: int = 2
+
+    def is_image_allowed(self, image: str) -> bool:
+        """True when `image` matches an ALLOWED_IMAGES glob (an empty list allows any)."""
+        return not self.allowed_images or any(
+            fnmatch.fnmatchcase(image, pattern) for pattern in self.allowed_images
+        )
+
+    def is_service_account_allowed(self, name: str) -> bool:
+        """True when `name` is on ALLOWED_SERVICE_ACCOUNTS or is the runner default."""
+        if name == self.runner_service_account:
+            return True
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.allowed_service_accounts)
+
+
+def default_namespace(env: Mapping[str, str], *, sa_file: str = SA_NAMESPACE_FILE) -> str:
+    """The pod's namespace: POD_NAMESPACE, else the serviceaccount file, else `default`."""
+    if env.get("POD_NAMESPACE"):
+        return env["POD_NAMESPACE"]
+    try:
+        with open(sa_file, encoding="utf-8") as handle:
+            return handle.read().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from environment variables; raises SettingsError naming the bad one."""
+    env = os.environ if env is None else env
+    get = env.get
+    level = get("LOG_LEVEL", "INFO").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise SettingsError(f"LOG_LEVEL={level!r} is not DEBUG, INFO, WARNING or ERROR")
+    log_format = get("LOG_FORMAT", "json").lower()
+    if log_format not in ("json", "text"):
+        raise SettingsError(f"LOG_FORMAT={log_format!r} is not json or text")
+    return Settings(
+        polling_interval=parse_duration(get("POLLING_INTERVAL", "5m"), name="POLLING_INTERVAL"),
+        max_reconcile_rate=parse_int(get("MAX_RECONCILE_RATE", "1"), name="MAX_RECONCILE_RATE"),
+        watch_namespaces=parse_list(get("WATCH_NAMESPACES", "")),
+        default_runner_image=get("DEFAULT_RUNNER_IMAGE", "") or DEFAULT_IMAGE,
+        allowed_images=parse_list(get("ALLOWED_IMAGES", "")),
+        allowed_service_accounts=parse_list(get("ALLOWED_SERVICE_ACCOUNTS", "")),
+        runner_service_account=get("RUNNER_SERVICE_ACCOUNT") or None,
+        leader_election=parse_bool(get("LEADER_ELECTION", "true"), name="LEADER_ELECTION"),
+        leader_election_namespace=get("LEADER_ELECTION_NAMESPACE") or default_namespace(env),
+        lease_name=get("LEASE_NAME", "") or "longrun-controller",
+        log_level=level,
+        log_format=log_format,
+        metrics_port=parse_int(get("METRICS_PORT", "8080"), name="METRICS_PORT", minimum=0),
+        health_port=parse_int(get("HEALTH_PORT", "8081"), name="HEALTH_PORT", minimum=0),
+    )

@@ -1,0 +1,221 @@
+"""Status derivation: observed children in, the run's whole status out.
+
+Status is rebuilt from the Job/CronJob/Pods on every pass (never accumulated
+from events), so a restarted controller converges to the same answer. The only
+things carried over are what the children can no longer tell us: condition
+transition times, a finished run's result after its pods are gone, and the
+history of executions whose Jobs were removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from croniter import croniter
+
+from contracts.run import HISTORY_LIMIT, Execution, InferenceRunSpec, InferenceRunStatus
+from controller import conditions as cond
+from controller.conditions import Want
+from controller.observe import (
+    JobState,
+    Obj,
+    failure_message,
+    is_finished,
+    job_state,
+    parse_time,
+    runner_exit,
+)
+from controller.validation import Problem
+
+SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+
+@dataclass
+class Observed:
+    """What the cache holds for one run."""
+
+    run: Obj
+    spec: InferenceRunSpec
+    previous: InferenceRunStatus
+    config_map: Obj | None = None
+    job: Obj | None = None
+    cron_job: Obj | None = None
+    jobs: list[Obj] = field(default_factory=list)
+    pods: list[Obj] = field(default_factory=list)
+
+    @property
+    def generation(self) -> int:
+        """The run's metadata.generation."""
+        return int((self.run.get("metadata") or {}).get("generation") or 0)
+
+
+def accepted_want(problem: Problem | None) -> Want:
+    """The Accepted condition for a validation outcome."""
+    if problem is None:
+        return Want("Accepted", True, "Accepted", "")
+    return Want("Accepted", False, problem.reason, f"{problem.field}: {problem.message}")
+
+
+def finish_wants(state: JobState | None, message: str) -> list[Want]:
+    """Running, Complete and Failed for an execution state (None: nothing started)."""
+    phase = state.phase if state else "Pending"
+    reason = state.reason if state else "NotStarted"
+    return [
+        Want("Running", phase == "Running", "JobRunning" if phase == "Running" else reason),
+        Want("Complete", phase == "Succeeded", "Succeeded" if phase == "Succeeded" else reason),
+        Want("Failed", phase == "Failed", reason, message if phase == "Failed" else ""),
+    ]
+
+
+def one_shot_status(obs: Observed, *, problem: Problem | None, now: datetime) -> InferenceRunStatus:
+    """Status of a one-shot run from its Job and pods."""
+    state = job_state(obs.job) if obs.job is not None else None
+    job_name = (obs.job or {}).get("metadata", {}).get("name")
+    exit_ = runner_exit(obs.pods, job_name) if job_name else None
+    failed_msg = failure_message(state, exit_) if state and state.phase == "Failed" else ""
+    note = exit_.note if exit_ else None
+    wants = [accepted_want(problem), *finish_wants(state, failed_msg)]
+    prev = obs.previous
+    return InferenceRunStatus(
+        phase=state.phase if state else "Pending",
+        message=_message(problem, failed_msg, note),
+        observed_generation=obs.generation,
+        conditions=cond.resolve(prev.conditions, wants, now=now, generation=obs.generation),
+        config_map_name=(obs.config_map or {}).get("metadata", {}).get("name"),
+        job_name=job_name,
+        start_time=state.start_time if state else None,
+        completion_time=state.finish_time if state and is_finished(state) else None,
+        result=(exit_.result if exit_ and exit_.result else prev.result) if state else None,
+    )
+
+
+def _message(problem: Problem | None, failure: str, note: str | None) -> str | None:
+    parts = [p for p in (problem and problem.message, failure, note) if p]
+    return "; ".join(parts) if parts else None
+
+
+def next_schedule(spec: InferenceRunSpec, *, after: datetime) -> datetime | None:
+    """The next time the schedule fires after `after`, in the run's time zone."""
+    if spec.schedule is None:
+        return None
+    zone = ZoneInfo(spec.time_zone or "UTC")
+    try:
+        nxt = croniter(spec.schedule, after.astimezone(zone)).get_next(datetime)
+    except (ValueError, KeyError):
+        return None
+    return nxt.astimezone(after.tzinfo).replace(microsecond=0)  # type: ignore[no-any-return]
+
+
+def execution_of(job: Obj, pods: list[Obj]) -> Execution:
+    """One history entry from a Job spawned by the CronJob."""
+    meta = job.get("metadata") or {}
+    state = job_state(job)
+    exit_ = runner_exit(pods, meta["name"]) if is_finished(state) else None
+    scheduled = parse_time((meta.get("annotations") or {}).get(SCHEDULED_ANNOTATION))
+    return Execution(
+        job_name=meta["name"],
+        phase=state.phase,
+        schedule_time=scheduled or parse_time(meta.get("creationTimestamp")),
+        start_time=state.start_time,
+        completion_time=state.finish_time if is_finished(state) else None,
+        result=exit_.result if exit_ else None,
+    )
+
+
+def merge_history(previous: list[Execution], observed: list[Execution]) -> list[Execution]:
+    """Observed executions over remembered ones, newest first, bounded."""
+    by_name = {e.job_name: e for e in previous}
+    for execution in observed:
+        old = by_name.get(execution.job_name)
+        if old is not None and execution.result is None and old.result is not None:
+            execution = execution.model_copy(update={"result": old.result})
+        by_name[execution.job_name] = execution
+    ordered = sorted(by_name.values(), key=_sort_key, reverse=True)
+    return ordered[:HISTORY_LIMIT]
+
+
+def _sort_key(execution: Execution) -> tuple[str, str]:
+    when = execution.schedule_time or execution.start_time
+    return (when.isoformat() if when else "", execution.job_name)
+
+
+def scheduled_status(
+    obs: Observed, *, problem: Problem | None, now: datetime
+) -> InferenceRunStatus:
+    """Status of a scheduled run from its CronJob and the Jobs it spawned."""
+    observed = [execution_of(job, obs.pods) for job in obs.jobs]
+    history = merge_history(obs.previous.history, observed)
+    active = any(e.phase in ("Pending", "Running") for e in observed)
+    last_done = next((e for e in history if e.phase in ("Succeeded", "Failed")), None)
+    cron_status = (obs.cron_job or {}).get("status") or {}
+    last = parse_time(cron_status.get("lastScheduleTime"))
+    wants = [accepted_want(problem), *_scheduled_wants(active, last_done)]
+    return InferenceRunStatus(
+        phase=_scheduled_phase(obs),
+        message=_message(problem, "", None),
+        observed_generation=obs.generation,
+        conditions=cond.resolve(obs.previous.conditions, wants, now=now, generation=obs.generation),
+        config_map_name=(obs.config_map or {}).get("metadata", {}).get("name"),
+        cron_job_name=(obs.cron_job or {}).get("metadata", {}).get("name"),
+        start_time=history[0].start_time if history else None,
+        completion_time=last_done.completion_time if last_done else None,
+        last_schedule_time=last,
+        next_schedule_time=_next(obs, last=last, now=now),
+        result=last_done.result if last_done else None,
+        history=history,
+    )
+
+
+def _scheduled_phase(obs: Observed) -> str:
+    if obs.cron_job is None:
+        return "Pending"
+    return "Suspended" if obs.spec.suspend else "Scheduled"
+
+
+def _next(obs: Observed, *, last: datetime | None, now: datetime) -> datetime | None:
+    if obs.cron_job is None or obs.spec.suspend:
+        return None
+    after = max(last, now) if last else now
+    return next_schedule(obs.spec, after=after - timedelta(microseconds=0))
+
+
+def _scheduled_wants(active: bool, last_done: Execution | None) -> list[Want]:
+    done_phase = last_done.phase if last_done else None
+    failed_reason = "ExecutionFailed" if done_phase == "Failed" else "NoFailure"
+    return [
+        Want("Running", active, "JobRunning" if active else "Idle"),
+        Want(
+            "Complete",
+            done_phase == "Succeeded",
+            "LastExecutionSucceeded" if done_phase == "Succeeded" else "NoCompletedExecution",
+        ),
+        Want(
+            "Failed",
+            done_phase == "Failed",
+            failed_reason,
+            f"execution {last_done.job_name} failed"
+            if last_done and done_phase == "Failed"
+            else "",
+        ),
+    ]
+
+
+def normalize(status: Any) -> dict[str, Any]:
+    """A status as wire JSON, so stored and computed statuses compare equal when they match."""
+    if isinstance(status, InferenceRunStatus):
+        return status.to_wire()
+    try:
+        return InferenceRunStatus.model_validate(status or {}).to_wire()
+    except ValueError:
+        return {"invalid": True}
+
+
+def previous_status(run: Obj) -> InferenceRunStatus:
+    """The run's stored status, or an empty one when absent or unreadable."""
+    try:
+        return InferenceRunStatus.model_validate(run.get("status") or {})
+    except ValueError:
+        return InferenceRunStatus()

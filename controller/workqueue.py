@@ -1,0 +1,148 @@
+"""A small de-duplicating, rate-limited work queue (client-go's workqueue, minus the rest).
+
+Guarantees the reconciler relies on:
+- a key is queued at most once however many events arrive (de-duplication);
+- a key is processed by at most one worker at a time; a key added while it is
+  being processed is queued again when that worker calls `done` (exclusivity);
+- failures are retried after an exponential per-key delay, reset by `forget`;
+- `add_after` schedules a key for later without blocking a worker.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from controller.metrics import Metrics
+
+
+class WorkQueue:
+    """Keys to reconcile, handed to workers one at a time."""
+
+    def __init__(
+        self,
+        *,
+        metrics: Metrics | None = None,
+        base_delay: float = 0.05,
+        max_delay: float = 300.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[str] = deque()
+        self._queued: set[str] = set()
+        self._processing: set[str] = set()
+        self._dirty: set[str] = set()
+        self._failures: dict[str, int] = {}
+        self._delayed: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self._shutdown = False
+        self._metrics = metrics
+        self._base = base_delay
+        self._max = max_delay
+        self._clock = monotonic
+
+    def add(self, key: str) -> None:
+        """Queue `key` now (no-op when already queued)."""
+        with self._cond:
+            self._add_locked(key)
+
+    def _add_locked(self, key: str) -> None:
+        if self._shutdown:
+            return
+        if self._metrics is not None:
+            self._metrics.workqueue_adds.inc()
+        if key in self._processing:
+            self._dirty.add(key)
+            return
+        if key not in self._queued:
+            self._queued.add(key)
+            self._queue.append(key)
+            self._set_depth()
+            self._cond.notify()
+
+    def add_after(self, key: str, delay: float) -> None:
+        """Queue `key` after `delay` seconds."""
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            heapq.heappush(self._delayed, (self._clock() + delay, next(self._seq), key))
+            self._cond.notify_all()
+
+    def add_rate_limited(self, key: str) -> None:
+        """Queue `key` after its exponential backoff delay (a retry)."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        if self._metrics is not None:
+            self._metrics.workqueue_retries.inc()
+        self.add_after(key, min(self._base * (2**failures), self._max))
+
+    def forget(self, key: str) -> None:
+        """Reset the backoff of `key` (after a success)."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def retries(self, key: str) -> int:
+        """How many times `key` failed in a row."""
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    def get(self, timeout: float | None = None) -> str | None:
+        """The next key to process (None on shutdown or timeout); call `done` after."""
+        deadline = None if timeout is None else self._clock() + timeout
+        with self._cond:
+            while True:
+                self._promote_due()
+                if self._shutdown:
+                    return None
+                if self._queue:
+                    return self._take()
+                if deadline is not None and self._clock() >= deadline:
+                    return None
+                self._cond.wait(timeout=self._wait_time(deadline))
+
+    def _take(self) -> str:
+        key = self._queue.popleft()
+        self._queued.discard(key)
+        self._processing.add(key)
+        self._set_depth()
+        return key
+
+    def _wait_time(self, deadline: float | None) -> float | None:
+        now = self._clock()
+        waits = [t - now for t in (deadline,) if t is not None]
+        if self._delayed:
+            waits.append(self._delayed[0][0] - now)
+        return max(min(waits), 0.0) if waits else None
+
+    def _promote_due(self) -> None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            self._add_locked(heapq.heappop(self._delayed)[2])
+
+    def done(self, key: str) -> None:
+        """Mark `key` processed; re-queue it if it was added meanwhile."""
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                self._add_locked(key)
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def shutdown(self) -> None:
+        """Wake every waiting worker; `get` returns None from now on."""
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    def _set_depth(self) -> None:
+        if self._metrics is not None:
+            self._metrics.workqueue_depth.set(len(self._queue))

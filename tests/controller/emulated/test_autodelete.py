@@ -1,0 +1,73 @@
+"""autoDeletePolicy on the API emulator: 3 policies x succeeded/failed x one-shot/scheduled.
+
+Real: the emulator's garbage collector (Background propagation removes Jobs, Pods
+and the ConfigMap of a deleted run), Job and CronJob controllers, the controller.
+Faked: pod outcomes (scripted exit codes) and time (the emulator clock).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from e2e.fixtures import eventually
+from tests.controller.emulated.harness import SUMMARY, Env
+
+POLICIES = ["None", "DeleteOnCompletion", "DeleteOnSuccess"]
+DELETES = {
+    ("None", True): False,
+    ("None", False): False,
+    ("DeleteOnCompletion", True): True,
+    ("DeleteOnCompletion", False): True,
+    ("DeleteOnSuccess", True): True,
+    ("DeleteOnSuccess", False): False,
+}
+
+
+def _script(env: Env, *, succeed: bool) -> None:
+    env.emu.executor.script(exit_code=0 if succeed else 4, message=SUMMARY)
+
+
+@pytest.mark.parametrize("succeed", [True, False], ids=["succeeded", "failed"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_one_shot_policy(env: Env, policy: str, succeed: bool) -> None:
+    _script(env, succeed=succeed)
+    env.start()
+    env.create_config(autoDeletePolicy=policy, backoffLimit=0)
+    env.create_run()
+    if DELETES[(policy, succeed)]:
+        eventually(lambda: env.run() is None, timeout=10)
+        eventually(lambda: not env.jobs() and not env.pods() and not env.config_maps(), timeout=10)
+    else:
+        env.wait_phase("Succeeded" if succeed else "Failed")
+        env.emu.emulator.wait_idle()
+        assert env.run() is not None and len(env.jobs()) == 1  # never re-created, never re-run
+
+
+@pytest.mark.parametrize("succeed", [True, False], ids=["succeeded", "failed"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_scheduled_policy_applies_to_finished_jobs(env: Env, policy: str, succeed: bool) -> None:
+    _script(env, succeed=succeed)
+    env.start()
+    env.create_config(autoDeletePolicy=policy, backoffLimit=0)
+    env.create_run(schedule="* * * * *")
+    env.wait_phase("Scheduled")
+    env.emu.clock.advance(60)
+    phase = "Succeeded" if succeed else "Failed"
+    eventually(lambda: [e["phase"] for e in env.status().get("history", [])] == [phase])
+    if DELETES[(policy, succeed)]:
+        eventually(lambda: env.jobs() == [], timeout=10)
+    else:
+        env.emu.emulator.wait_idle()
+        assert len(env.jobs()) == 1
+    assert len(env.cron_jobs()) == 1 and env.run() is not None  # the schedule stays
+    assert env.status()["history"][0]["phase"] == phase  # history outlives the Job
+
+
+def test_delay_lets_users_read_the_final_status_first(env: Env) -> None:
+    _script(env, succeed=True)
+    env.start()
+    env.create_config(autoDeletePolicy="DeleteOnCompletion", autoDeleteDelaySeconds=2)
+    env.create_run()
+    status = env.wait_phase("Succeeded")
+    assert status["result"]["recordsRead"] == 10
+    eventually(lambda: env.run() is None, timeout=10)

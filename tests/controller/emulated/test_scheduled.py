@@ -1,0 +1,104 @@
+"""Scheduled runs on the API emulator, driven by the emulator's clock.
+
+Real: the emulator's CronJob controller (Forbid, suspend, history limits, the
+scheduled-timestamp annotation), Job controller and GC; the whole controller.
+Faked: pod execution (scripted; held pods finish when the test says so) and
+time (the test advances the emulator clock instead of waiting for minutes).
+"""
+
+from __future__ import annotations
+
+import json
+
+from e2e.fixtures import eventually
+from tests.controller.emulated.harness import SUMMARY, Env
+
+
+def _running_pods(env: Env) -> list[str]:
+    return [p["metadata"]["name"] for p in env.pods() if p["status"].get("phase") == "Running"]
+
+
+def test_ticks_with_forbid_skip_while_running_and_record_history(env: Env) -> None:
+    env.emu.executor.script(hold=True)
+    env.start()
+    env.create_config()
+    env.create_run(schedule="* * * * *")
+    status = env.wait_phase("Scheduled")
+    assert status["cronJobName"] == "run" and status["nextScheduleTime"]
+    env.emu.clock.advance(60)
+    pod = eventually(lambda: _running_pods(env) and _running_pods(env)[0])
+    env.emu.clock.advance(60)  # Forbid: the next tick is skipped while one runs
+    env.emu.emulator.wait_idle()
+    assert len(env.jobs()) == 1
+    env.emu.executor.finish(pod, exit_code=0, message=SUMMARY)
+    # The tick skipped under Forbid is still due: it starts as soon as the first Job ends.
+    eventually(lambda: len(env.jobs()) == 2)
+    status = eventually(lambda: len(env.status().get("history", [])) == 2 and env.status())
+    assert [e["phase"] for e in status["history"]][1] == "Succeeded"
+    assert status["phase"] == "Scheduled"
+    assert status["lastScheduleTime"] and status["nextScheduleTime"] > status["lastScheduleTime"]
+    assert status["result"]["recordsWritten"] == 9
+    assert env.condition("Running")["status"] == "True"
+
+
+def test_suspend_pauses_and_resume_continues(env: Env) -> None:
+    env.start()
+    env.create_config()
+    env.create_run(schedule="* * * * *")
+    env.wait_phase("Scheduled")
+    env.patch_run("run", {"spec": {"suspend": True}})
+    env.wait_phase("Suspended")
+    eventually(lambda: env.cron_jobs()[0]["spec"]["suspend"] is True)
+    assert "nextScheduleTime" not in env.status()
+    env.emu.clock.advance(180)
+    env.emu.emulator.wait_idle()
+    assert env.jobs() == []
+    env.patch_run("run", {"spec": {"suspend": False}})
+    env.wait_phase("Scheduled")
+    env.emu.clock.advance(60)  # (a tick missed while suspended may also start: Kubernetes' rule)
+    eventually(lambda: len(env.jobs()) >= 1)
+
+
+def test_schedule_and_parameter_changes_update_cronjob_and_contract(env: Env) -> None:
+    env.start()
+    env.create_config()
+    env.create_run(schedule="* * * * *", parameters={"day": "mon"})
+    env.wait_phase("Scheduled")
+    env.patch_run("run", {"spec": {"schedule": "*/5 * * * *", "parameters": {"day": "tue"}}})
+    eventually(lambda: env.cron_jobs()[0]["spec"]["schedule"] == "*/5 * * * *")
+    contract = eventually(
+        lambda: json.loads(env.config_map("run-contract")["data"]["contract.json"])
+    )
+    eventually(
+        lambda: (
+            json.loads(env.config_map("run-contract")["data"]["contract.json"])["parameters"]
+            == {"day": "tue"}
+        )
+    )
+    assert contract["run"]["scheduled"] is True
+    assert len(env.cron_jobs()) == 1
+
+
+def test_config_change_updates_scheduled_contract(env: Env) -> None:
+    env.start()
+    env.create_config()
+    env.create_run(schedule="@hourly")
+    env.wait_phase("Scheduled")
+    env.patch_config("cfg", {"spec": {"runner": {"batchSize": 7}}})
+
+    def batch_size() -> int:
+        return int(
+            json.loads(env.config_map("run-contract")["data"]["contract.json"])["runner"][
+                "batchSize"
+            ]
+        )
+
+    eventually(lambda: batch_size() == 7)
+
+
+def test_invalid_schedule_is_a_user_error(env: Env) -> None:
+    env.start()
+    env.create_config()
+    env.create_run(schedule="61 * * * *")
+    eventually(lambda: env.condition("Accepted").get("reason") == "InvalidSchedule")
+    assert env.cron_jobs() == []

@@ -1,0 +1,162 @@
+"""Secrets stay in Secrets, pods pass "restricted", Krateo CRs work — on the API emulator.
+
+Real: the emulator (stores exactly what the controller wrote), the controller.
+Faked: pod execution (scripted). The restricted-profile check below encodes the
+Pod Security Standards rules that apply to the fields longrun sets.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.fixtures import eventually
+from tests.controller.emulated.harness import GROUP, VERSION, Env
+
+SECRET_VALUE = "s3cr3t-value-never-copied"
+KRATEO = Path("/work/shared/krateo-testdata/testdata-custom.yaml")
+REPO_KRATEO = Path(__file__).resolve().parents[3] / "testdata/examples/krateo/krateo-custom.yaml"
+
+
+def restricted_violations(pod_spec: dict[str, Any]) -> list[str]:
+    """Pod Security Standards "restricted" rules relevant to longrun's pods."""
+    problems = []
+    pod_sc = pod_spec.get("securityContext") or {}
+    if pod_spec.get("hostNetwork") or pod_spec.get("hostPID") or pod_spec.get("hostIPC"):
+        problems.append("host namespaces")
+    for vol in pod_spec.get("volumes") or []:
+        kinds = set(vol) - {"name"}
+        if not kinds <= {
+            "configMap",
+            "emptyDir",
+            "secret",
+            "projected",
+            "downwardAPI",
+            "persistentVolumeClaim",
+            "ephemeral",
+            "csi",
+        }:
+            problems.append(f"volume type {kinds}")
+    for c in pod_spec.get("containers") or []:
+        sc = c.get("securityContext") or {}
+        if sc.get("allowPrivilegeEscalation") is not False:
+            problems.append("allowPrivilegeEscalation")
+        if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []):
+            problems.append("capabilities drop ALL")
+        if set((sc.get("capabilities") or {}).get("add") or []) - {"NET_BIND_SERVICE"}:
+            problems.append("capabilities add")
+        if not (sc.get("runAsNonRoot") or pod_sc.get("runAsNonRoot")):
+            problems.append("runAsNonRoot")
+        if (sc.get("runAsUser") or pod_sc.get("runAsUser")) == 0:
+            problems.append("runAsUser 0")
+        seccomp = (sc.get("seccompProfile") or pod_sc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            problems.append("seccompProfile")
+        if sc.get("privileged"):
+            problems.append("privileged")
+    return problems
+
+
+def test_no_secret_value_in_any_config_map(env: Env) -> None:
+    env.core.create_namespaced_secret(
+        env.ns, {"metadata": {"name": "model-key"}, "stringData": {"token": SECRET_VALUE}}
+    )
+    env.start()
+    env.create_config(
+        model={
+            "protocol": "openai-chat",
+            "url": "http://llm:8080",
+            "name": "tiny",
+            "auth": {"secretRef": {"name": "model-key", "key": "token"}},
+        },
+        pod={"env": [{"name": "API_TOKEN", "secretKeyRef": {"name": "model-key", "key": "token"}}]},
+    )
+    env.create_run()
+    env.wait_phase("Succeeded")
+    assert all(SECRET_VALUE not in json.dumps(cm) for cm in env.config_maps())
+    pod = env.jobs()[0]["spec"]["template"]["spec"]
+    env_vars = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env_vars["API_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "model-key",
+        "key": "token",
+    }
+    mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert "/var/run/longrun/secrets/model-key" in mounts
+
+
+def test_every_spawned_pod_satisfies_restricted(env: Env) -> None:
+    env.emu.executor.script(exit_code=3)
+    env.start()
+    env.create_config(
+        backoffLimit=1,
+        kserve={"modelName": "iris", "modelUrl": "iris/v2/models/iris/infer"},
+        model=None,
+    )
+    env.create_run("once")
+    env.create_run("cron", schedule="* * * * *")
+    env.wait_phase("Failed", "once")
+    env.emu.clock.advance(60)
+    eventually(lambda: any("cron" in p["metadata"]["name"] for p in env.pods()))
+    pods = env.pods()
+    assert len(pods) >= 3
+    for pod in pods:
+        assert restricted_violations(pod["spec"]) == [], pod["metadata"]["name"]
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        assert pod["spec"]["restartPolicy"] == "Never"
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+
+
+def _krateo_docs(path: Path, namespace: str) -> list[dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for doc in docs:
+        doc["apiVersion"] = f"{GROUP}/{VERSION}"
+        doc["metadata"]["namespace"] = namespace
+        ref = doc["spec"].get("configRef")
+        if ref:
+            ref["namespace"] = namespace
+    return docs
+
+
+def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: Env) -> None:
+    fixed, run = _krateo_docs(REPO_KRATEO, env.ns)
+    foreign = copy.deepcopy(fixed)
+    if KRATEO.exists():  # Krateo's own file, unchanged but for apiVersion and namespace
+        foreign = _krateo_docs(KRATEO, env.ns)[0]
+        foreign["metadata"]["name"] = fixed["metadata"]["name"]
+    else:
+        foreign["spec"]["storage"]["input"]["krateo"]["api"]["endpointRef"]["namespace"] = "x"
+    env.start()
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "inferenceconfigs", foreign)
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "inferenceruns", run)
+    name = run["metadata"]["name"]
+    accepted = eventually(
+        lambda: (
+            env.condition("Accepted", name).get("reason") == "SecretInOtherNamespace"
+            and env.condition("Accepted", name)
+        )
+    )
+    assert f'put the endpoint Secret in namespace "{env.ns}"' in accepted["message"]
+    assert env.jobs() == []
+    # With the Secret moved into the run's namespace the same config runs unchanged.
+    current = env.custom.get_namespaced_custom_object(
+        GROUP, VERSION, env.ns, "inferenceconfigs", fixed["metadata"]["name"]
+    )
+    current["spec"] = fixed["spec"]
+    env.custom.replace_namespaced_custom_object(
+        GROUP, VERSION, env.ns, "inferenceconfigs", fixed["metadata"]["name"], current
+    )
+    env.wait_phase("Succeeded", name)
+    pod = env.jobs()[0]["spec"]["template"]["spec"]
+    mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
+    assert {
+        "/tmp/contract.json",
+        "/var/run/longrun/secrets/finops-database-handler-endpoint",
+    } <= mounts
+    contract = json.loads(env.config_maps()[0]["data"]["contract.json"])
+    assert contract["output"] == fixed["spec"]["storage"]["output"]  # custom kind untouched

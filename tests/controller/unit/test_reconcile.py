@@ -1,0 +1,180 @@
+"""The reconciler against a recording in-memory cluster (tests/controller/unit/fakes.py).
+
+Real: the reconciler, builders, status derivation, validation. Faked: the
+Kubernetes API (an in-memory store that records every call) and the clock.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from controller import names
+from controller.ports import ApiError
+from controller.reconcile import Reconciler
+from controller.settings import Settings
+from tests.controller.unit.fakes import FakeCluster
+from tests.controller.unit.objects import NS, config, finished, pod, run
+
+NOW = datetime(2026, 1, 1, 0, 2, tzinfo=UTC)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def cluster() -> FakeCluster:
+    fake = FakeCluster()
+    fake.put("InferenceConfig", config())
+    return fake
+
+
+def reconciler(cluster: FakeCluster, clock: Clock | None = None, **settings: object) -> Reconciler:
+    return Reconciler(cluster, Settings(**settings), now=clock or Clock())  # type: ignore[arg-type]
+
+
+def test_creates_config_map_and_job_then_reports_pending(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    reconciler(cluster).reconcile(f"{NS}/run")
+    assert cluster.writes() == [
+        ("create", "ConfigMap", "run-contract"),
+        ("create", "Job", "run"),
+        ("patch_status", "InferenceRun", "run"),
+        ("event", "Pending", "run"),
+    ]
+    assert cluster.get("InferenceRun", NS, "run")["status"]["phase"] == "Pending"  # type: ignore[index]
+
+
+def test_does_nothing_when_current(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")
+    assert cluster.writes() == []
+
+
+def test_returns_when_the_run_is_gone(cluster: FakeCluster) -> None:
+    assert reconciler(cluster).reconcile(f"{NS}/missing").requeue_after is None
+    assert cluster.calls == []
+
+
+def test_refuses_unowned_job(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    cluster.put("Job", {"metadata": {"name": "run", "namespace": NS, "ownerReferences": []}})
+    reconciler(cluster).reconcile(f"{NS}/run")
+    status = cluster.get("InferenceRun", NS, "run")["status"]  # type: ignore[index]
+    assert status["conditions"][0]["reason"] == "NameConflict"
+    assert ("Warning", "NameConflict") in [(t, r) for t, r, _ in cluster.events]
+    assert ("patch", "Job", "run") not in cluster.calls
+
+
+def test_already_exists_reads_and_keeps_our_object(cluster: FakeCluster) -> None:
+    owned = run()
+    cluster.put("InferenceRun", owned)
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    # Simulate a lagging cache: the Job exists but children() does not show it.
+    original = cluster.children
+    cluster.children = lambda ns, name: type(original(ns, name))()  # type: ignore[method-assign]
+    rec.reconcile(f"{NS}/run")
+    assert ("read", "Job", "run") in cluster.calls
+    assert len([k for k in cluster.objects if k[0] == "Job"]) == 1
+
+
+def test_user_error_is_a_condition_not_an_exception(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run(schedule="not a cron"))
+    reconciler(cluster).reconcile(f"{NS}/run")
+    status = cluster.get("InferenceRun", NS, "run")["status"]  # type: ignore[index]
+    assert status["conditions"][0]["reason"] == "InvalidSchedule"
+    assert not [k for k in cluster.objects if k[0] in ("Job", "CronJob", "ConfigMap")]
+
+
+def test_config_in_another_namespace_needs_allowed_namespaces(cluster: FakeCluster) -> None:
+    other = config()
+    other["metadata"]["namespace"] = "shared"
+    cluster.put("InferenceConfig", other)
+    cluster.put("InferenceRun", run(configRef={"name": "cfg", "namespace": "shared"}))
+    reconciler(cluster).reconcile(f"{NS}/run")
+    assert (
+        cluster.get("InferenceRun", NS, "run")["status"]["conditions"][0]["reason"]
+        == "ConfigNotAllowed"
+    )  # type: ignore[index]
+    other["spec"]["allowedNamespaces"] = [NS]
+    cluster.put("InferenceConfig", other)
+    reconciler(cluster).reconcile(f"{NS}/run")
+    assert cluster.get("Job", NS, "run") is not None
+
+
+def test_service_account_must_be_allowed(cluster: FakeCluster) -> None:
+    cluster.put("InferenceConfig", config(pod={"serviceAccountName": "admin"}))
+    cluster.put("InferenceRun", run())
+    reconciler(cluster, allowed_service_accounts=("runner-*",)).reconcile(f"{NS}/run")
+    status = cluster.get("InferenceRun", NS, "run")["status"]  # type: ignore[index]
+    assert status["conditions"][0]["reason"] == "ServiceAccountNotAllowed"
+
+
+def test_transient_errors_propagate_for_retry(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    cluster.fail["create"] = ApiError(500, "etcd unhappy")
+    with pytest.raises(ApiError):
+        reconciler(cluster).reconcile(f"{NS}/run")
+
+
+def test_auto_delete_waits_for_the_delay_then_deletes(cluster: FakeCluster) -> None:
+    cluster.put(
+        "InferenceConfig", config(autoDeletePolicy="DeleteOnSuccess", autoDeleteDelaySeconds=60)
+    )
+    cluster.put("InferenceRun", run())
+    clock = Clock()
+    rec = reconciler(cluster, clock)
+    rec.reconcile(f"{NS}/run")
+    job = cluster.get("Job", NS, "run")
+    assert job is not None
+    job["status"] = finished("Complete")
+    job["status"]["completionTime"] = "2026-01-01T00:01:30Z"
+    cluster.put("Job", job)
+    cluster.put("Pod", pod("run", exit_code=0, message="{}"))
+    result = rec.reconcile(f"{NS}/run")
+    assert result.requeue_after == pytest.approx(30)
+    clock.now = NOW + timedelta(seconds=31)
+    rec.reconcile(f"{NS}/run")
+    assert ("delete", "InferenceRun", "run") in cluster.calls
+
+
+def test_finished_job_is_never_recreated_nor_retried(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    job = cluster.get("Job", NS, "run")
+    assert job is not None
+    job["status"] = finished("Failed", reason="BackoffLimitExceeded")
+    cluster.put("Job", job)
+    rec.reconcile(f"{NS}/run")
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")
+    assert cluster.writes() == []
+
+
+def test_cron_job_is_patched_only_when_its_spec_drifts(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run(schedule="*/5 * * * *"))
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")
+    assert ("patch", "CronJob", "run") not in cluster.calls
+    updated = cluster.get("InferenceRun", NS, "run")
+    assert updated is not None
+    updated["spec"]["suspend"] = True
+    cluster.put("InferenceRun", updated)
+    rec.reconcile(f"{NS}/run")
+    cron = cluster.get("CronJob", NS, "run")
+    assert cron is not None and cron["spec"]["suspend"] is True
+    assert cron["metadata"]["annotations"][names.SPEC_HASH_ANNOTATION]
+    assert cluster.get("InferenceRun", NS, "run")["status"]["phase"] == "Suspended"  # type: ignore[index]

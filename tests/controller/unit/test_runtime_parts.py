@@ -1,0 +1,111 @@
+"""Work queue, settings and metrics: plain Python objects, nothing faked but a monotonic clock."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from controller.metrics import Metrics
+from controller.settings import SettingsError, parse_duration, settings_from_env
+from controller.workqueue import WorkQueue
+
+
+class Tick:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_queue_deduplicates_keys() -> None:
+    q = WorkQueue()
+    for _ in range(3):
+        q.add("ns/a")
+    q.add("ns/b")
+    assert len(q) == 2
+
+
+def test_key_added_while_processing_is_requeued_after_done() -> None:
+    q = WorkQueue()
+    q.add("ns/a")
+    assert q.get(timeout=0) == "ns/a"
+    q.add("ns/a")
+    assert q.get(timeout=0) is None  # exclusive: not handed to a second worker
+    q.done("ns/a")
+    assert q.get(timeout=0) == "ns/a"
+
+
+def test_retries_back_off_exponentially_and_forget_resets() -> None:
+    tick = Tick()
+    q = WorkQueue(base_delay=1.0, monotonic=tick)
+    for expected in (1.0, 2.0, 4.0):
+        q.add_rate_limited("ns/a")
+        tick.t += expected - 0.01
+        assert q.get(timeout=0) is None
+        tick.t += 0.02
+        assert q.get(timeout=0) == "ns/a"
+        q.done("ns/a")
+        tick.t = 0.0 if expected == 0 else tick.t
+    assert q.retries("ns/a") == 3
+    q.forget("ns/a")
+    assert q.retries("ns/a") == 0
+
+
+def test_shutdown_wakes_waiting_workers() -> None:
+    q = WorkQueue()
+    got: list[str | None] = []
+    worker = threading.Thread(target=lambda: got.append(q.get()))
+    worker.start()
+    q.shutdown()
+    worker.join(timeout=5)
+    assert got == [None]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("30s", 30), ("1m", 60), ("300", 300), ("1h30m", 5400), ("250ms", 0.25)]
+)
+def test_durations_accept_go_style_and_bare_seconds(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_bad_setting_fails_with_a_message_naming_it() -> None:
+    with pytest.raises(SettingsError, match="POLLING_INTERVAL"):
+        settings_from_env({"POLLING_INTERVAL": "soon"})
+    with pytest.raises(SettingsError, match="MAX_RECONCILE_RATE"):
+        settings_from_env({"MAX_RECONCILE_RATE": "0"})
+
+
+def test_settings_from_env() -> None:
+    s = settings_from_env(
+        {
+            "WATCH_NAMESPACES": "a, b",
+            "ALLOWED_IMAGES": "ghcr.io/x/*",
+            "LEADER_ELECTION": "false",
+            "POD_NAMESPACE": "ops",
+        }
+    )
+    assert s.watch_namespaces == ("a", "b") and not s.leader_election
+    assert s.leader_election_namespace == "ops"
+    assert s.is_image_allowed("ghcr.io/x/runner:1") and not s.is_image_allowed("evil/runner")
+
+
+def test_metrics_use_controller_runtime_names() -> None:
+    m = Metrics()
+    m.reconcile_total.inc(result="success")
+    m.runs.replace({"Running": 2}, label="phase")
+    text = m.render()
+    assert (
+        'controller_runtime_reconcile_total{controller="inferencerun",result="success"} 1' in text
+    )
+    assert 'longrun_runs{phase="Running"} 2' in text
+    for name in (
+        "controller_runtime_reconcile_errors_total",
+        "controller_runtime_reconcile_time_seconds_bucket",
+        "workqueue_depth",
+        "workqueue_adds_total",
+        "workqueue_retries_total",
+        "leader_election_master_status",
+    ):
+        assert f"# TYPE {name.removesuffix('_bucket')}" in text
