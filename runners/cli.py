@@ -1,0 +1,361 @@
+"""`longrun-runner` / `python -m runners`: read the contract, run the pipeline, report.
+
+Why the care about exit codes and the termination message: the controller
+learns what happened only from them. Exit 2 tells the Job's podFailurePolicy
+"bad contract or config, do not retry"; anything else non-zero lets the Job
+retry, and the retried pod resumes after the committed chunks. The JSON summary
+written to the termination message becomes the run's `status.result`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.contract import (
+    DEFAULT_CONTRACT_PATH,
+    EXIT_BAD_CONTRACT,
+    EXIT_FAILED,
+    EXIT_OK,
+    RunnerContract,
+    summary_json,
+)
+from contracts.run import RunResult
+from contracts.storage import StorageSpec, check_input, check_output
+from runners import registry
+from runners.api import ConfigError, ModelClient, RunContext, Sink, Source
+from runners.pipeline import BudgetExceeded, Pipeline, Stats
+from runners.retry import Stopped
+
+PROG = "longrun-runner"
+DEFAULT_TERMINATION_PATH = "/dev/termination-log"
+EXIT_SIGTERM = 143
+
+EPILOG = f"""\
+environment:
+  CONTRACT_PATH             the contract JSON (default {DEFAULT_CONTRACT_PATH})
+  TERMINATION_MESSAGE_PATH  where the JSON summary goes (default {DEFAULT_TERMINATION_PATH};
+                            a default path that is not writable only logs a warning)
+  JOB_NAME                  this execution's Job name (scheduled runs); default: contract jobName
+  POD_UID                   this pod's UID, for logs
+  {registry.PLUGINS_ENV}    test/dev hook: extra plugins, 'group:name=module:Class;...'
+                            (groups {registry.STORAGE_GROUP}, {registry.PROTOCOLS_GROUP})
+
+exit codes:
+  0    every record was written (failed ones, within the error budget, to the error output)
+  1    the run failed (error budget exceeded, unexpected error); a retry resumes it
+  2    bad contract or configuration: do not retry (one line on stderr names the field)
+  143  stopped by SIGTERM; committed chunks stay, a retry resumes after them
+"""
+
+
+@dataclass
+class Opened:
+    """Everything a run needs, opened from the contract."""
+
+    ctx: RunContext
+    source: Source
+    sink: Sink
+    error_sink: Sink
+    client: ModelClient
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the runner; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    path = args.contract or os.environ.get("CONTRACT_PATH") or DEFAULT_CONTRACT_PATH
+    started = time.monotonic()
+    try:
+        contract = load_contract(path)
+        if args.check:
+            check_plugins(contract)
+            print(f"{PROG}: contract {path} is valid", file=sys.stderr)
+            return EXIT_OK
+    except ConfigError as exc:
+        # --check reports on stderr only: it is not an execution, so no summary.
+        return _fail_config(exc, None if args.check else RunResult(), started=started)
+    return execute(contract, started=started)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=(
+            "Run one longrun inference execution: stream records from the contract's input "
+            "through its model into its output, committing one chunk at a time."
+        ),
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--check", action="store_true", help="validate the contract and exit 0/2")
+    parser.add_argument("--contract", help="contract path (overrides CONTRACT_PATH)")
+    return parser
+
+
+def load_contract(path: str) -> RunnerContract:
+    """The validated contract at `path`; ConfigError naming the field otherwise."""
+    try:
+        raw = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"contract: cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"contract: {path} is not JSON: {exc}") from None
+    try:
+        contract = RunnerContract.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_validation_line(exc)) from None
+    _check_directions(contract)
+    return contract
+
+
+def _validation_line(exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "(root)"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"contract {where}: {message}{more}"
+
+
+def _check_directions(contract: RunnerContract) -> None:
+    specs: list[tuple[str, StorageSpec | None, Callable[[StorageSpec], StorageSpec]]] = [
+        ("input", contract.input, check_input),
+        ("output", contract.output, check_output),
+        ("errors", contract.errors, check_output),
+    ]
+    for where, spec, check in specs:
+        if spec is None:
+            continue
+        try:
+            check(spec)
+        except ValueError as exc:
+            raise ConfigError(f"contract {where}.{exc}") from None
+
+
+def check_plugins(contract: RunnerContract) -> None:
+    """Resolve (import) every backend and protocol the contract names."""
+    for where, spec in _storage_specs(contract):
+        _registered(where, spec.kind, registry.storage_backends)
+    _registered("model.protocol", contract.model.protocol, registry.model_protocols)
+
+
+def _registered(where: str, name: str, reg: registry.Registry) -> Any:
+    try:
+        return reg.load(name)
+    except ConfigError as exc:
+        raise ConfigError(f"contract {where}: {exc}") from None
+
+
+def _storage_specs(contract: RunnerContract) -> list[tuple[str, StorageSpec]]:
+    specs = [("input", contract.input), ("output", contract.output)]
+    if contract.errors is not None:
+        specs.append(("errors", contract.errors))
+    return specs
+
+
+def run_context(contract: RunnerContract) -> RunContext:
+    """This execution's identity: the run UID and the Job name (JOB_NAME wins)."""
+    return RunContext(
+        run_uid=contract.run.uid,
+        job_name=os.environ.get("JOB_NAME") or contract.job_name,
+        parameters=dict(contract.parameters),
+        secrets_dir=contract.secrets_dir,
+        scheduled=contract.run.scheduled,
+        id_field=_input_id_field(contract.input),
+    )
+
+
+def _input_id_field(storage: StorageSpec) -> str | None:
+    body = storage.body()
+    value = body.get("idField") if isinstance(body, dict) else getattr(body, "id_field", None)
+    return value if isinstance(value, str) else None
+
+
+def open_all(contract: RunnerContract, stack: ExitStack) -> Opened:
+    """Open source, sinks and model client; each is closed when `stack` closes."""
+    ctx = run_context(contract)
+    source = _open("input", contract.input, lambda b, s: b.open_source(s, ctx))
+    stack.callback(source.close)
+    sink = _open("output", contract.output, lambda b, s: b.open_sink(s, ctx, role="output"))
+    stack.callback(sink.close)
+    error_sink = _open_errors(contract, ctx)
+    stack.callback(error_sink.close)
+    factory = _registered("model.protocol", contract.model.protocol, registry.model_protocols)
+    client = _configured("model", lambda: factory(contract.model, ctx))
+    stack.callback(client.close)
+    return Opened(ctx, source, sink, error_sink, client)
+
+
+def _open(where: str, spec: StorageSpec, opener: Callable[[Any, Any], Any]) -> Any:
+    backend = _registered(where, spec.kind, registry.storage_backends)()
+    return _configured(f"{where}.{spec.kind}", lambda: opener(backend, spec.body()))
+
+
+def _open_errors(contract: RunnerContract, ctx: RunContext) -> Sink:
+    if contract.errors is not None:
+        sink: Sink = _open(
+            "errors", contract.errors, lambda b, s: b.open_sink(s, ctx, role="errors")
+        )
+        return sink
+
+    def sibling(backend: Any, settings: Any) -> Any:
+        # Default error output: next to the output, as the backend defines "next to".
+        derive = getattr(backend, "error_settings", None)
+        return backend.open_sink(derive(settings) if derive else settings, ctx, role="errors")
+
+    sink = _open("output", contract.output, sibling)
+    return sink
+
+
+def _configured(where: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except ConfigError as exc:
+        text = str(exc)
+        raise ConfigError(f"contract {where}{'.' if _names_field(text) else ': '}{text}") from None
+
+
+def _names_field(text: str) -> bool:
+    head, sep, _ = text.partition(": ")
+    return bool(sep) and head.replace(".", "").replace("_", "").isalnum()
+
+
+def execute(contract: RunnerContract, *, started: float) -> int:
+    """Run the contract; write the summary; return the exit code."""
+    stats = Stats()
+    stop = threading.Event()
+    _install_sigterm(stop)
+    with ExitStack() as stack:
+        try:
+            opened = open_all(contract, stack)
+        except ConfigError as exc:
+            return _fail_config(exc, RunResult(), started=started)
+        except Exception as exc:
+            return _fail(exc, stats, opened=None, started=started)
+        _log_start(contract, opened)
+        return _run(contract, opened, stats=stats, stop=stop, started=started)
+
+
+def _run(
+    contract: RunnerContract, opened: Opened, *, stats: Stats, stop: threading.Event, started: float
+) -> int:
+    pipeline = Pipeline(
+        source=opened.source,
+        sink=opened.sink,
+        error_sink=opened.error_sink,
+        client=opened.client,
+        tuning=contract.runner,
+        stats=stats,
+        stop=stop,
+    )
+    report = functools.partial(_report, stats, opened, started=started)
+    try:
+        pipeline.run()
+    except Stopped:
+        return report(code=EXIT_SIGTERM, reason="stopped by SIGTERM")
+    except BudgetExceeded as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return report(code=EXIT_FAILED, reason=str(exc))
+    except ConfigError as exc:
+        report(code=EXIT_BAD_CONTRACT, reason=str(exc))
+        return _fail_config(exc, None, started=started)
+    except Exception as exc:
+        return _fail(exc, stats, opened=opened, started=started)
+    return report(code=EXIT_OK, reason=None)
+
+
+def _install_sigterm(stop: threading.Event) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        print(
+            f"{PROG}: SIGTERM: finishing without committing in-flight work",
+            file=sys.stderr,
+        )
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _log_start(contract: RunnerContract, opened: Opened) -> None:
+    pod = os.environ.get("POD_UID", "-")
+    print(
+        f"{PROG}: run={contract.run.namespace}/{contract.run.name} uid={opened.ctx.run_uid} "
+        f"job={opened.ctx.job_name} pod={pod} input={contract.input.kind} "
+        f"output={opened.sink.location} model={contract.model.protocol}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _report(stats: Stats, opened: Opened, *, started: float, code: int, reason: str | None) -> int:
+    result = RunResult(
+        records_read=stats.read,
+        records_written=stats.written,
+        records_failed=stats.failed,
+        records_retried=stats.retried,
+        chunks=stats.chunks,
+        duration_seconds=round(time.monotonic() - started, 3),
+        output=opened.sink.location[:2048],
+        error_output=opened.error_sink.location[:2048],
+        reason=reason[:1024] if reason else None,
+    )
+    write_summary(result)
+    return code
+
+
+def _fail_config(exc: ConfigError, result: RunResult | None, *, started: float) -> int:
+    line = " ".join(str(exc).split())
+    print(f"{PROG}: {line}", file=sys.stderr)
+    if result is not None:
+        duration = round(time.monotonic() - started, 3)
+        write_summary(
+            result.model_copy(update={"reason": line[:1024], "duration_seconds": duration})
+        )
+    return EXIT_BAD_CONTRACT
+
+
+def _fail(exc: BaseException, stats: Stats, *, opened: Opened | None, started: float) -> int:
+    traceback.print_exception(exc, file=sys.stderr)
+    cause = f"unexpected error: {type(exc).__name__}: {exc}"
+    print(f"{PROG}: {cause}", file=sys.stderr)
+    if opened is not None:
+        return _report(stats, opened, started=started, code=EXIT_FAILED, reason=cause)
+    write_summary(RunResult(reason=cause[:1024]))
+    return EXIT_FAILED
+
+
+def write_summary(result: RunResult) -> None:
+    """Write the summary to the termination message and stdout."""
+    text = summary_json(result)
+    print(text, flush=True)
+    explicit = os.environ.get("TERMINATION_MESSAGE_PATH")
+    path = explicit or DEFAULT_TERMINATION_PATH
+    try:
+        with open(path, "w") as handle:
+            handle.write(text)
+    except OSError as exc:
+        if explicit:
+            print(
+                f"{PROG}: cannot write termination message {path}: {exc}",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"{PROG}: warning: termination message not written ({exc})",
+                file=sys.stderr,
+            )

@@ -1,0 +1,203 @@
+"""CSV and JSONL, read as streams and written per chunk; shared by the storage backends.
+
+Why here and not in one backend: files, S3 objects and anything else that is a
+byte stream need the same rules, and backends must not import each other.
+
+Rules:
+- Positions count every non-blank line (JSONL) or data row (CSV) across the
+  whole input, so the same input always gives the same positions.
+- A line that does not parse is not a crash: it becomes an `UnreadableRecord`,
+  which the pipeline sends to the error output like a model's RecordFailure.
+- Output lines are one JSON object per record: `id`, `position`, `input` and
+  `prediction` (or `reason` for the error output); CSV output has the same
+  columns with `input`/`prediction` as JSON text.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runners.api import ErrorRecord, InputRecord, OutputRecord
+
+FORMATS = ("csv", "jsonl")
+Row = dict[str, Any] | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class UnreadableRecord(InputRecord):
+    """An input row that could not be parsed: it goes to the error output, not the model."""
+
+    reason: str = ""
+
+
+def guess_format(name: str, explicit: str | None) -> str:
+    """The explicit format, else from the name's extension, else jsonl."""
+    if explicit:
+        return explicit
+    lowered = name.lower()
+    return "csv" if lowered.endswith((".csv", ".csv.gz")) else "jsonl"
+
+
+def record_id(data: dict[str, Any], position: int, *, id_field: str | None) -> str:
+    """The record's stable id: its id field when set and present, else its position."""
+    if id_field is not None and data.get(id_field) is not None:
+        return str(data[id_field])
+    return str(position)
+
+
+def jsonable(value: Any) -> Any:
+    """A JSON-friendly version of a database or CSV value."""
+    if isinstance(value, decimal.Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dt.date | dt.datetime | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).decode("utf-8", "replace")
+    return value
+
+
+def read_records(
+    lines: Iterable[str],
+    *,
+    fmt: str,
+    id_field: str | None,
+    start: int = 0,
+    skip: int = 0,
+) -> Iterator[InputRecord]:
+    """Records from text lines (line endings kept), numbered from `start`; skip < `skip`."""
+    rows = parse_rows(lines, fmt=fmt, skip=skip - start)
+    for position, row in enumerate(rows, start=start):
+        if position >= skip and row is not None:
+            yield make_record(row, position, id_field=id_field)
+
+
+def parse_rows(lines: Iterable[str], *, fmt: str, skip: int = 0) -> Iterator[Row]:
+    """One item per position: a parsed row, a failure reason, or None (skipped, unparsed)."""
+    return _read_csv(lines) if fmt == "csv" else _read_jsonl(lines, skip=skip)
+
+
+def make_record(row: dict[str, Any] | str, position: int, *, id_field: str | None) -> InputRecord:
+    """The InputRecord for a parsed row, or an UnreadableRecord for a failure reason."""
+    if isinstance(row, str):
+        return UnreadableRecord(position, str(position), {}, reason=row)
+    return InputRecord(position, record_id(row, position, id_field=id_field), row)
+
+
+def _read_jsonl(lines: Iterable[str], *, skip: int) -> Iterator[Row]:
+    # Skipped lines are counted, not parsed: resuming far into a file stays cheap.
+    for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        if skip > 0:
+            skip -= 1
+            yield None
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            yield f"invalid JSON: {exc}"
+            continue
+        yield value if isinstance(value, dict) else f"not a JSON object: {text[:80]}"
+
+
+def _read_csv(lines: Iterable[str]) -> Iterator[Row]:
+    reader = csv.reader(iter(lines))
+    header: list[str] | None = None
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield f"invalid CSV: {exc}"
+            continue
+        if not row:
+            continue
+        if header is None:
+            header = row
+        elif len(row) != len(header):
+            yield f"CSV row has {len(row)} fields, header has {len(header)}"
+        else:
+            yield dict(zip(header, row, strict=True))
+
+
+def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = "utf-8") -> Iterator[str]:
+    """Text lines (with their line endings) from a stream of byte chunks."""
+    decoder = io.IncrementalNewlineDecoder(None, translate=False)
+    pending = ""
+    for chunk in chunks:
+        pending += decoder.decode(chunk.decode(encoding, "replace"))
+        *complete, pending = pending.split("\n")
+        for line in complete:
+            yield line + "\n"
+    if pending:
+        yield pending
+
+
+def output_row(record: OutputRecord | ErrorRecord) -> dict[str, Any]:
+    """The JSON object written for one record."""
+    row: dict[str, Any] = {
+        "id": record.id,
+        "position": record.position,
+        "input": record.input,
+    }
+    if isinstance(record, ErrorRecord):
+        row["reason"] = record.reason
+    else:
+        row["prediction"] = record.prediction
+    return row
+
+
+def encode_chunk(records: Sequence[OutputRecord | ErrorRecord], *, fmt: str) -> bytes:
+    """One chunk as bytes in `fmt`; raises TypeError/ValueError if a value is not JSON."""
+    if fmt == "csv":
+        return _encode_csv(records)
+    lines = [json.dumps(output_row(r), default=jsonable, allow_nan=False) for r in records]
+    return "".join(line + "\n" for line in lines).encode()
+
+
+def _encode_csv(records: Sequence[OutputRecord | ErrorRecord]) -> bytes:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    is_error = bool(records) and isinstance(records[0], ErrorRecord)
+    writer.writerow(["id", "position", "input", "reason" if is_error else "prediction"])
+    for record in records:
+        row = output_row(record)
+        last = row.get("reason", row.get("prediction"))
+        writer.writerow(
+            [
+                row["id"],
+                row["position"],
+                _dumps(row["input"]),
+                _dumps(last, text=is_error),
+            ]
+        )
+    return out.getvalue().encode()
+
+
+def _dumps(value: Any, *, text: bool = False) -> str:
+    if text and isinstance(value, str):
+        return value
+    return json.dumps(value, default=jsonable, allow_nan=False)
+
+
+def decode_chunk(data: bytes, *, fmt: str) -> list[dict[str, Any]]:
+    """The rows of a chunk written by `encode_chunk` (used to verify and by tests)."""
+    text = data.decode()
+    if fmt == "csv":
+        rows = list(csv.DictReader(io.StringIO(text)))
+        for row in rows:
+            row["input"] = json.loads(row["input"])
+            if "prediction" in row:
+                row["prediction"] = json.loads(row["prediction"])
+            row["position"] = int(row["position"])
+        return rows
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,94 @@
+"""HTTP plumbing shared by the `http` and `krateo` storage backends.
+
+Why a module of its own: both backends speak JSON over HTTP with the same
+error rules, and backends must not import each other. The rules:
+- connection errors, timeouts, 429 and 5xx are TransientError (the pipeline
+  retries with backoff), carrying the server's Retry-After when it sent one;
+- any other 4xx is a ConfigError (wrong URL, path, credentials: do not retry);
+- a response body that is not JSON is a ConfigError naming the URL.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from typing import Any
+
+import requests
+
+from runners.api import ConfigError, TransientError
+
+
+def new_session(headers: dict[str, str], *, verify: bool | str = True) -> requests.Session:
+    """A pooled session with default headers (one per sink/source, reused for every call)."""
+    session = requests.Session()
+    session.headers.update(headers)
+    session.verify = verify
+    return session
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or HTTP date), else None."""
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def send(
+    session: requests.Session,
+    method: str,
+    url: str,
+    *,
+    field: str,
+    timeout: float,
+    **kwargs: Any,
+) -> requests.Response:
+    """One request, its failures mapped to TransientError / ConfigError (see module doc)."""
+    try:
+        response = session.request(method, url, timeout=timeout, **kwargs)
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        raise TransientError(f"{method} {url}: {type(exc).__name__}") from exc
+    except requests.RequestException as exc:
+        raise ConfigError(f"{field}: {method} {url}: {exc}") from None
+    status = response.status_code
+    if status == 429 or status >= 500:
+        wait = retry_after(response.headers.get("Retry-After"))
+        response.close()
+        raise TransientError(f"{method} {url}: HTTP {status}", retry_after=wait)
+    if status >= 400:
+        text = response.text[:200]
+        response.close()
+        raise ConfigError(f"{field}: {method} {url}: HTTP {status}: {text}")
+    return response
+
+
+def json_body(response: requests.Response, *, field: str) -> Any:
+    """The response's JSON body; ConfigError when it is not JSON."""
+    try:
+        return response.json()
+    except ValueError:
+        raise ConfigError(
+            f"{field}: {response.request.method} {response.url} did not answer JSON "
+            f"(got {response.headers.get('Content-Type', 'no content type')})"
+        ) from None
+    finally:
+        response.close()
+
+
+def dig(value: Any, path: str | None) -> Any:
+    """The value at dotted `path` inside nested dicts (None when absent)."""
+    if not path:
+        return value
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value

@@ -1,0 +1,276 @@
+"""What every protocol client needs from the endpoint block: credentials, TLS and tensor rows.
+
+Kept in one place so that the HTTP clients and the gRPC client read Secrets, pick CA bundles and
+turn records into rows the same way. Secret values are read once, at construction, and never
+appear in messages or logs.
+
+Records become rows for the tensor protocols (KServe v1/v2, Triton):
+- the fields named by `inputFields` in that order, else every field of the record in key order;
+- a field whose value is a list contributes its elements, so `{"features": [5.1, 3.5, ...]}`
+  is used as-is;
+- for numeric datatypes every value must be a number (bools only for BOOL); numeric strings
+  ("5.1", as CSV sources produce) are converted. A record that fails this, or whose row length
+  differs from the batch's usual length, becomes a RecordFailure instead of failing the batch.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import chain
+from typing import Any, Generic, TypeVar
+
+from contracts.model import ModelEndpoint
+from runners.api import (
+    ConfigError,
+    InputRecord,
+    Outcome,
+    Prediction,
+    RecordFailure,
+    RunContext,
+)
+from runners.secrets import read_secret, secret_path
+
+DEFAULT_INPUT_NAME = "input-0"
+DEFAULT_DATATYPE = "FP32"
+T = TypeVar("T")
+
+
+class RowError(ValueError):
+    """One record cannot become a tensor row; the message is the record's failure reason."""
+
+
+def auth_header(endpoint: ModelEndpoint, ctx: RunContext) -> tuple[str, str] | None:
+    """The (header, value) pair carrying the API key, or None without `auth`."""
+    if endpoint.auth is None:
+        return None
+    ref = endpoint.auth.secret_ref
+    key = read_secret(ctx, name=ref.name, key=ref.key, field="model.auth.secretRef")
+    if endpoint.auth.header == "Authorization":
+        return "Authorization", f"Bearer {key}"
+    return "X-API-Key", key
+
+
+def ca_file(endpoint: ModelEndpoint, ctx: RunContext) -> str | None:
+    """Path of the mounted CA bundle named by `tls.caSecretRef`, checked to exist."""
+    if endpoint.tls is None or endpoint.tls.ca_secret_ref is None:
+        return None
+    ref = endpoint.tls.ca_secret_ref
+    path = secret_path(ctx, name=ref.name, key=ref.key)
+    if not path.is_file():
+        raise ConfigError(
+            f"model.tls.caSecretRef: Secret {ref.name!r} key {ref.key!r} is not mounted at {path}"
+        )
+    return str(path)
+
+
+def is_insecure(endpoint: ModelEndpoint) -> bool:
+    """True when certificate verification is switched off."""
+    return endpoint.tls is not None and endpoint.tls.insecure_skip_verify
+
+
+def _number(value: Any) -> float | int:
+    kind = type(value)
+    if kind is float or kind is int:
+        return value  # type: ignore[no-any-return]
+    if kind is str:
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise RowError(f"value {_show(value)} is not a number")
+
+
+def _integer(value: Any) -> int:
+    kind = type(value)
+    if kind is int:
+        return value  # type: ignore[no-any-return]
+    if (kind is float and value.is_integer()) or kind is str:
+        try:
+            return int(float(value))
+        except ValueError:
+            pass
+    raise RowError(f"value {_show(value)} is not an integer")
+
+
+def _boolean(value: Any) -> bool:
+    if type(value) is bool:
+        return value
+    raise RowError(f"value {_show(value)} is not a boolean")
+
+
+def _text(value: Any) -> str:
+    if type(value) is str:
+        return value
+    raise RowError(f"value {_show(value)} is not a string")
+
+
+_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "FP16": _number,
+    "FP32": _number,
+    "FP64": _number,
+    "INT32": _integer,
+    "INT64": _integer,
+    "BOOL": _boolean,
+    "BYTES": _text,
+}
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _flatten(values: Any) -> list[Any]:
+    row: list[Any] = []
+    for value in values:
+        if isinstance(value, list):
+            row.extend(value)
+        else:
+            row.append(value)
+    return row
+
+
+def record_row(
+    data: Any, fields: Sequence[str] | None, *, datatype: str | None, exclude: str | None = None
+) -> list[Any]:
+    """The row for one record's data; raises RowError naming what is wrong.
+
+    Without `fields`, every field but `exclude` (the record's id field) is an input.
+    """
+    if isinstance(data, list):
+        row = _flatten(data)
+    elif fields is None:
+        row = _flatten(v for k, v in data.items() if k != exclude)
+    else:
+        try:
+            row = _flatten([data[name] for name in fields])
+        except KeyError as exc:
+            raise RowError(f"record has no field {exc.args[0]!r}") from None
+    if not row:
+        raise RowError("record has no input values")
+    check = _CHECKS.get(datatype) if datatype else None
+    return row if check is None else [check(value) for value in row]
+
+
+class Batch(Generic[T]):
+    """A batch split into the items made from good records and failures for the others.
+
+    `convert` turns one record into an item or raises RowError with the record's reason.
+    """
+
+    def __init__(self, records: Sequence[InputRecord], convert: Callable[[InputRecord], T]) -> None:
+        self.size = len(records)
+        self.items: list[T] = []
+        self.indexes: list[int] = []
+        self.failures: dict[int, RecordFailure] = {}
+        for index, record in enumerate(records):
+            try:
+                self.items.append(convert(record))
+                self.indexes.append(index)
+            except RowError as exc:
+                self.failures[index] = RecordFailure(str(exc))
+
+    def outcomes(self, answers: Sequence[Outcome]) -> list[Outcome]:
+        """Merge one answer per item with the failures, back in record order."""
+        if not self.failures and len(answers) == self.size:
+            return list(answers)
+        merged: list[Outcome] = [RecordFailure("not sent")] * self.size
+        for index, failure in self.failures.items():
+            merged[index] = failure
+        for index, answer in zip(self.indexes, answers, strict=True):
+            merged[index] = answer
+        return merged
+
+    def fail_all(self, reason: str) -> list[Outcome]:
+        """Every item fails with `reason` (a response we cannot map back to records)."""
+        return self.outcomes([RecordFailure(reason)] * len(self.items))
+
+
+# Value types a row may hold as they are, per datatype (None: KServe v1, any JSON but lists).
+_PLAIN_TYPES: dict[str | None, frozenset[type]] = {
+    **dict.fromkeys(("FP16", "FP32", "FP64"), frozenset({float, int})),
+    **dict.fromkeys(("INT32", "INT64"), frozenset({int})),
+    "BOOL": frozenset({bool}),
+    "BYTES": frozenset({str}),
+}
+
+
+def _plain_rows(
+    records: Sequence[InputRecord],
+    fields: Sequence[str] | None,
+    datatype: str | None,
+    exclude: str | None,
+) -> list[list[Any]] | None:
+    """The rows when every record is already plain and of one width, else None.
+
+    The common case (JSON numbers, same fields everywhere) checked with C-level loops: about
+    ten times cheaper than converting record by record, which the caller falls back to.
+    """
+    try:
+        if fields is None and exclude is not None:
+            rows = [[v for k, v in record.data.items() if k != exclude] for record in records]
+        elif fields is None:
+            rows = [list(record.data.values()) for record in records]
+        else:
+            rows = [[record.data[name] for name in fields] for record in records]
+    except (KeyError, AttributeError, TypeError):
+        return None
+    if not rows or not rows[0] or len(set(map(len, rows))) != 1:
+        return None
+    types = set(map(type, chain.from_iterable(rows)))
+    allowed = _PLAIN_TYPES.get(datatype)
+    plain = types <= allowed if allowed is not None else list not in types
+    return rows if plain else None
+
+
+class Rows(Batch[list[Any]]):
+    """A batch as tensor rows of one width; records that do not fit fail on their own."""
+
+    def __init__(
+        self,
+        records: Sequence[InputRecord],
+        *,
+        fields: Sequence[str] | None,
+        datatype: str | None,
+        exclude: str | None = None,
+    ) -> None:
+        rows = _plain_rows(records, fields, datatype, exclude)
+        if rows is None:  # something to convert, flatten or refuse: record by record
+            super().__init__(
+                records,
+                lambda r: record_row(r.data, fields, datatype=datatype, exclude=exclude),
+            )
+            self._drop_ragged()
+        else:
+            self.size, self.items, self.failures = len(records), rows, {}
+            self.indexes = list(range(len(records)))
+
+    @property
+    def rows(self) -> list[list[Any]]:
+        return self.items
+
+    @property
+    def width(self) -> int:
+        return len(self.items[0]) if self.items else 0
+
+    def _drop_ragged(self) -> None:
+        """Rows of the batch's most common length stay; the others fail (a tensor is square)."""
+        lengths = Counter(len(row) for row in self.items)
+        if len(lengths) <= 1:
+            return
+        width = lengths.most_common(1)[0][0]
+        keep = []
+        for i, row in enumerate(self.items):
+            if len(row) == width:
+                keep.append(i)
+            else:
+                reason = f"record has {len(row)} input values, the batch has {width}"
+                self.failures[self.indexes[i]] = RecordFailure(reason)
+        self.items = [self.items[i] for i in keep]
+        self.indexes = [self.indexes[i] for i in keep]
+
+
+def predictions(values: Sequence[Any]) -> list[Outcome]:
+    """Wrap plain values as Predictions."""
+    return list(map(Prediction, values))

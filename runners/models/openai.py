@@ -1,0 +1,254 @@
+"""OpenAI-compatible clients (vLLM, llama.cpp, Ollama, Foundry Local, OpenAI itself).
+
+- chat: one `/chat/completions` request per record (the API has no batch form), sent one after
+  the other within a batch. Requests in flight therefore equal the runner's `concurrency`, the
+  one knob that bounds load on the server: raise it (and keep batches small) for servers that
+  batch continuously such as vLLM; llama.cpp serialises requests, so more gains nothing there.
+- completions: the whole batch as a prompt list in one request where the server accepts it. A
+  server that refuses a list (llama.cpp's server takes at most one prompt) or answers fewer
+  choices is remembered, and that client then sends one request per record.
+- embeddings: the whole batch as one `input` list, with the same fallback.
+
+Prediction values are the text (chat, completions) or the vector (embeddings), so outputs hold
+what users asked for. Token usage is dropped: `Prediction` has no place for it besides the value.
+
+URLs: a bare `scheme://host[:port]` gets `/v1`; any other path is the API base as given
+(`.../v1`, Azure-style `.../openai/deployments/NAME`); a full endpoint URL
+(`.../v1/chat/completions`) is reduced to its base. A query string (`?api-version=...`) is kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from contracts.model import ModelEndpoint
+from runners.api import (
+    BatchRejected,
+    InputRecord,
+    Outcome,
+    Prediction,
+    RecordFailure,
+    RunContext,
+    TransientError,
+)
+from runners.models.common import Batch, RowError
+from runners.models.http import (
+    HttpClient,
+    HttpRejected,
+    HttpUnavailable,
+    Transport,
+    with_scheme,
+)
+
+DEFAULT_PROMPT_FIELD = "prompt"
+_ENDPOINTS = ("/chat/completions", "/completions", "/embeddings")
+# Statuses that blame the record's content rather than the endpoint or its configuration.
+_RECORD_STATUSES = frozenset({400, 413, 422})
+# Statuses that blame the key, the URL or the model name: never the list form of a request.
+_ENDPOINT_STATUSES = frozenset({401, 403, 404})
+
+
+def api_url(url: str, endpoint: str) -> str:
+    """The URL of `endpoint` (e.g. "/embeddings") under the API base that `url` names."""
+    parts = urlsplit(with_scheme(url))
+    path = parts.path.rstrip("/")
+    for suffix in _ENDPOINTS:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)]
+            break
+    if not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path + endpoint, parts.query, ""))
+
+
+def _prompt(record: InputRecord, field: str) -> str:
+    value = record.data.get(field) if isinstance(record.data, dict) else None
+    if not isinstance(value, str):
+        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
+        raise RowError(f"record field {field!r} is {kind}")
+    return value
+
+
+def _status(exc: Exception) -> int | None:
+    return exc.status if isinstance(exc, HttpRejected | HttpUnavailable) else None
+
+
+class _OpenAIClient:
+    """What the three clients share: URL, auth, body options and one request per prompt."""
+
+    endpoint_path = ""
+    what = ""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        ctx: RunContext,
+        *,
+        transport: Transport | None = None,
+    ) -> None:
+        self.url = api_url(endpoint.url, self.endpoint_path)
+        self._field = endpoint.prompt_field or DEFAULT_PROMPT_FIELD
+        self._options: dict[str, Any] = {"model": endpoint.name}
+        if endpoint.max_tokens is not None:
+            self._options["max_tokens"] = endpoint.max_tokens
+        if endpoint.temperature is not None:
+            self._options["temperature"] = endpoint.temperature
+        self._http = HttpClient(endpoint, ctx, transport=transport)
+
+    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+        batch = Batch(records, lambda record: _prompt(record, self._field))
+        return batch.outcomes(self._answers(batch.items))
+
+    def _answers(self, prompts: list[str]) -> list[Outcome]:
+        return [self._one(prompt) for prompt in prompts]
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        data = json.dumps({**self._options, **body}, separators=(",", ":")).encode()
+        return self._http.post_json(self.url, data, what=self.what)
+
+    def _one(self, prompt: str) -> Outcome:
+        """One request for one prompt; a 400-like refusal fails only that record."""
+        try:
+            answer = self._post(self._single_body(prompt))
+        except BatchRejected as exc:
+            if _status(exc) in _RECORD_STATUSES:
+                return RecordFailure(str(exc))
+            raise
+        return self._read_one(answer)
+
+    def _single_body(self, prompt: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _read_one(self, answer: Any) -> Outcome:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._http.close()
+
+
+class ChatClient(_OpenAIClient):
+    """`/chat/completions`: the system prompt, then the record's prompt as the user message."""
+
+    endpoint_path = "/chat/completions"
+    what = "openai-chat"
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        ctx: RunContext,
+        *,
+        transport: Transport | None = None,
+    ) -> None:
+        super().__init__(endpoint, ctx, transport=transport)
+        system = endpoint.system_prompt
+        self._system = [{"role": "system", "content": system}] if system else []
+
+    def _single_body(self, prompt: str) -> dict[str, Any]:
+        return {"messages": [*self._system, {"role": "user", "content": prompt}]}
+
+    def _read_one(self, answer: Any) -> Outcome:
+        try:
+            message = answer["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            return RecordFailure(f"{self.what}: the response has no choices[0].message")
+        text = message.get("content") if isinstance(message, dict) else None
+        # A message without text content (e.g. only tool calls) is an empty answer, not an error.
+        return Prediction(text if isinstance(text, str) else "")
+
+
+class _ListClient(_OpenAIClient):
+    """An API that takes the whole batch as one list, falling back to one request per record."""
+
+    list_field = ""
+    items_key = ""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        ctx: RunContext,
+        *,
+        transport: Transport | None = None,
+    ) -> None:
+        super().__init__(endpoint, ctx, transport=transport)
+        # None until the first batch of several records shows whether lists are accepted.
+        self._takes_lists: bool | None = None
+
+    def _answers(self, prompts: list[str]) -> list[Outcome]:
+        if len(prompts) <= 1 or self._takes_lists is False:
+            return super()._answers(prompts)
+        try:
+            found = self._items(self._post({self.list_field: prompts}))
+        except (BatchRejected, TransientError) as exc:
+            if self._takes_lists or not _may_refuse_lists(exc):
+                raise
+            found = {}
+        if self._takes_lists is None and len(found) < len(prompts):
+            self._takes_lists = False
+            return super()._answers(prompts)
+        self._takes_lists = True
+        return [self._value(found.get(i)) for i in range(len(prompts))]
+
+    def _single_body(self, prompt: str) -> dict[str, Any]:
+        return {self.list_field: prompt}
+
+    def _read_one(self, answer: Any) -> Outcome:
+        return self._value(self._items(answer).get(0))
+
+    def _items(self, answer: Any) -> dict[int, dict[str, Any]]:
+        """The answer's items by their `index` (else their position); empty when malformed."""
+        items = answer.get(self.items_key) if isinstance(answer, dict) else None
+        if not isinstance(items, list):
+            return {}
+        found: dict[int, dict[str, Any]] = {}
+        for position, item in enumerate(items):
+            if isinstance(item, dict):
+                index = item.get("index")
+                found[index if isinstance(index, int) else position] = item
+        return found
+
+    def _value(self, item: dict[str, Any] | None) -> Outcome:
+        raise NotImplementedError
+
+
+def _may_refuse_lists(exc: Exception) -> bool:
+    """Whether a first list request failing so may mean "one prompt per request" (4xx or 500).
+
+    A real 500 on the first batch only costs speed: the client then sends one prompt per request.
+    """
+    status = _status(exc)
+    if isinstance(exc, BatchRejected):
+        return status not in _ENDPOINT_STATUSES
+    return status == 500
+
+
+class CompletionsClient(_ListClient):
+    """`/completions` with `prompt` as a list; the text of each choice."""
+
+    endpoint_path = "/completions"
+    what = "openai-completions"
+    list_field = "prompt"
+    items_key = "choices"
+
+    def _value(self, item: dict[str, Any] | None) -> Outcome:
+        text = None if item is None else item.get("text")
+        if not isinstance(text, str):
+            return RecordFailure(f"{self.what}: the response has no choice with text for it")
+        return Prediction(text)
+
+
+class EmbeddingsClient(_ListClient):
+    """`/embeddings` with `input` as a list; the vector of each item."""
+
+    endpoint_path = "/embeddings"
+    what = "openai-embeddings"
+    list_field = "input"
+    items_key = "data"
+
+    def _value(self, item: dict[str, Any] | None) -> Outcome:
+        vector = None if item is None else item.get("embedding")
+        if not isinstance(vector, list):
+            return RecordFailure(f"{self.what}: the response has no embedding for it")
+        return Prediction(vector)

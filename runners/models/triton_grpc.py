@@ -1,0 +1,199 @@
+"""Open Inference Protocol over gRPC (Triton, KServe, MLServer), with tritonclient's stubs.
+
+Why the generated stub and not `tritonclient.grpc.InferenceServerClient`: with the stub the
+request is built straight from one numpy buffer, the answer keeps gRPC's status code (the
+transient/rejected split below needs it) and typed output contents can be read too. Client CPU
+per call measured on par with InferenceServerClient at batch 1 and 32 (within 5 %). One channel
+(HTTP/2, thread-safe) is shared by all worker threads, with tritonclient's unlimited message sizes.
+
+Tensors travel as raw contents (little-endian, see tensors.py). Outputs are read from
+`raw_output_contents` when the server sends them and from the typed `contents` fields
+otherwise, so servers that do not return raw outputs work too.
+
+TLS: a `grpcs://`/`https://` URL or any `tls` block switches to a secure channel, verified
+against the mounted CA bundle (else the system roots). gRPC cannot skip verification, so
+`insecureSkipVerify` is a configuration error here: mount the server's CA instead.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2
+
+from contracts.model import ModelEndpoint
+from runners.api import (
+    BatchRejected,
+    ConfigError,
+    InputRecord,
+    Outcome,
+    RunContext,
+    TransientError,
+)
+from runners.models import tensors
+from runners.models.common import (
+    DEFAULT_DATATYPE,
+    DEFAULT_INPUT_NAME,
+    Rows,
+    auth_header,
+    ca_file,
+    is_insecure,
+    predictions,
+)
+
+INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
+_UNLIMITED = 2**31 - 1
+CHANNEL_OPTIONS = (
+    ("grpc.max_send_message_length", _UNLIMITED),
+    ("grpc.max_receive_message_length", _UNLIMITED),
+)
+# Worth retrying: the server is down, overloaded, slow, or failed inside (like HTTP 5xx).
+TRANSIENT_CODES = frozenset(
+    {
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.DEADLINE_EXCEEDED,
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        grpc.StatusCode.ABORTED,
+        grpc.StatusCode.INTERNAL,
+        grpc.StatusCode.UNKNOWN,
+    }
+)
+_CONTENTS = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+
+
+def grpc_target(url: str) -> tuple[str, bool]:
+    """(host:port, scheme asks for TLS) from `host:port`, `grpc://host:port` or `grpcs://...`."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    target = rest.split("/", 1)[0]
+    return target, scheme in ("grpcs", "https")
+
+
+def open_channel(endpoint: ModelEndpoint, ctx: RunContext) -> grpc.Channel:
+    """An insecure or TLS channel to the endpoint, with tritonclient's message size limits."""
+    target, tls_scheme = grpc_target(endpoint.url)
+    if is_insecure(endpoint):
+        raise ConfigError(
+            "model.tls.insecureSkipVerify: gRPC cannot skip certificate verification; "
+            "mount the server's CA with model.tls.caSecretRef instead"
+        )
+    if not tls_scheme and endpoint.tls is None:
+        return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    path = ca_file(endpoint, ctx)
+    roots = None
+    if path is not None:
+        with open(path, "rb") as handle:
+            roots = handle.read()
+    creds = grpc.ssl_channel_credentials(root_certificates=roots)
+    return grpc.secure_channel(target, creds, options=CHANNEL_OPTIONS)
+
+
+class TritonGrpcClient:
+    """`ModelInfer` over one shared gRPC channel; one request per batch."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        ctx: RunContext,
+        *,
+        channel: grpc.Channel | None = None,
+    ) -> None:
+        self._channel = channel or open_channel(endpoint, ctx)
+        self._infer = self._channel.unary_unary(
+            INFER_METHOD,
+            request_serializer=service_pb2.ModelInferRequest.SerializeToString,
+            response_deserializer=service_pb2.ModelInferResponse.FromString,
+        )
+        auth = auth_header(endpoint, ctx)
+        self._metadata = () if auth is None else ((auth[0].lower(), auth[1]),)
+        self._model = endpoint.name
+        self._version = endpoint.version or ""
+        self._input = endpoint.input_name or DEFAULT_INPUT_NAME
+        self._datatype = endpoint.input_datatype or DEFAULT_DATATYPE
+        self._outputs = endpoint.output_names or []
+        self._fields = endpoint.input_fields
+        self._id_field = ctx.id_field  # not a model input unless named in inputFields
+        self._timeout = endpoint.timeout_seconds
+        self._ids = itertools.count()
+
+    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+        rows = Rows(records, fields=self._fields, datatype=self._datatype, exclude=self._id_field)
+        if not rows.rows:
+            return rows.outcomes([])
+        response = self._call(self._request(rows))
+        try:
+            values = _values(response, count=len(rows.rows))
+        except (tensors.ShapeError, ValueError) as exc:
+            return rows.fail_all(f"triton-grpc: unexpected response: {exc}"[:300])
+        return rows.outcomes(predictions(values))
+
+    def _request(self, rows: Rows) -> Any:
+        request = service_pb2.ModelInferRequest(
+            model_name=self._model, model_version=self._version, id=str(next(self._ids))
+        )
+        tensor = request.inputs.add()
+        tensor.name = self._input
+        tensor.datatype = self._datatype
+        tensor.shape.extend((len(rows.rows), rows.width))
+        request.raw_input_contents.append(tensors.encode(rows.rows, self._datatype))
+        for name in self._outputs:
+            request.outputs.add().name = name
+        return request
+
+    def _call(self, request: Any) -> Any:
+        try:
+            return self._infer(request, timeout=self._timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+            details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+            reason = f"triton-grpc ModelInfer: {code.name}: {details}"[:300]
+            if code in TRANSIENT_CODES:
+                raise TransientError(reason) from None
+            raise BatchRejected(reason) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def _values(response: Any, *, count: int) -> list[Any]:
+    """One value per row from raw or typed output contents."""
+    raw = response.raw_output_contents
+    outputs = []
+    for index, output in enumerate(response.outputs):
+        shape = list(output.shape)
+        if index < len(raw):
+            data = tensors.decode(raw[index], output.datatype, shape)
+        else:
+            data = _typed(output)
+        outputs.append((output.name, tensors.split_rows(data, shape, count=count)))
+    if not outputs:
+        raise tensors.ShapeError("the response has no outputs")
+    return tensors.per_record(outputs, count=count)
+
+
+def _typed(output: Any) -> np.ndarray[Any, Any]:
+    field = _CONTENTS.get(output.datatype)
+    if field is None:
+        raise tensors.ShapeError(f"output {output.name}: no raw contents for {output.datatype}")
+    values = list(getattr(output.contents, field))
+    if output.datatype == "BYTES":
+        values = [v.decode(errors="replace") for v in values]
+    return np.array(values, dtype=object if output.datatype == "BYTES" else None)

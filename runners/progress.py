@@ -1,0 +1,72 @@
+"""Progress lines on stderr: records done, rate and ETA, every `progressIntervalSeconds`.
+
+A background thread wakes on a timer rather than on chunk boundaries, so a run
+whose chunks take minutes still says it is alive. One line per report, plain
+`key=value` text, so `kubectl logs` stays greppable.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+
+class Progress:
+    """Thread-safe counters and a reporter thread."""
+
+    def __init__(
+        self,
+        *,
+        interval: float,
+        total: int | None,
+        done_before: int = 0,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.interval = interval
+        self.total = total
+        self.done_before = done_before
+        self.done = 0
+        self._stream = stream
+        self._clock = clock
+        self._started = clock()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, count: int) -> None:
+        """Count `count` more records as finished (written or failed)."""
+        with self._lock:
+            self.done += count
+
+    def line(self) -> str:
+        """The current progress line."""
+        elapsed = max(self._clock() - self._started, 1e-9)
+        with self._lock:
+            done = self.done
+        rate = done / elapsed
+        text = f"progress: records={self.done_before + done} rate={rate:.1f}/s"
+        if self.total is not None:
+            remaining = max(self.total - self.done_before - done, 0)
+            eta = f"{remaining / rate:.0f}s" if rate > 0 else "unknown"
+            text += f" total={self.total} eta={eta}"
+        return text
+
+    def start(self) -> None:
+        """Start reporting in the background."""
+        self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop reporting (safe to repeat)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            print(self.line(), file=self._stream or sys.stderr, flush=True)

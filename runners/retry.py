@@ -1,0 +1,89 @@
+"""Retries with exponential backoff and full jitter, and a request-rate limiter.
+
+Why full jitter (AWS Architecture Blog, "Exponential Backoff and Jitter"): many
+runner pods retrying a shared model server in lock-step would hammer it at the
+same instants; a uniformly random delay in [0, min(cap, base * 2**attempt)]
+spreads them out. A server's Retry-After wins over our own guess, capped by
+`maxBackoffSeconds` so a bogus header cannot park a worker for hours.
+
+Every wait goes through `stop.wait()`, so SIGTERM interrupts a sleeping retry.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from runners.api import TransientError
+
+T = TypeVar("T")
+
+
+class Stopped(Exception):
+    """The run is stopping (SIGTERM): abandon the current work without committing it."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with full jitter."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+    max_attempts: int = 5
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, attempt: int, *, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.maximum)
+        ceiling = min(self.maximum, self.initial * (2 ** (attempt - 1)))
+        return self.rng.uniform(0, ceiling)
+
+
+def call_with_retry(
+    fn: Callable[[], T],
+    *,
+    backoff: Backoff,
+    stop: threading.Event,
+    on_retry: Callable[[TransientError], None] | None = None,
+) -> T:
+    """`fn()`, retried on TransientError up to `backoff.max_attempts` attempts in all.
+
+    The last TransientError propagates when attempts run out; Stopped is raised when
+    `stop` is set while waiting.
+    """
+    attempt = 1
+    while True:
+        try:
+            return fn()
+        except TransientError as exc:
+            if attempt >= backoff.max_attempts:
+                raise
+            if on_retry is not None:
+                on_retry(exc)
+            if stop.wait(backoff.delay(attempt, retry_after=exc.retry_after)):
+                raise Stopped() from exc
+            attempt += 1
+
+
+class RateLimiter:
+    """At most `rate` acquisitions per second across threads (a token bucket of size 1)."""
+
+    def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._interval = 1.0 / rate
+        self._clock = clock
+        self._next = clock()
+        self._lock = threading.Lock()
+
+    def acquire(self, stop: threading.Event) -> None:
+        """Block until a request may start; raise Stopped if `stop` is set meanwhile."""
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next)
+            self._next = start + self._interval
+        if start > now and stop.wait(start - now):
+            raise Stopped()

@@ -1,0 +1,150 @@
+"""`file`: CSV/JSONL on a volume mounted into the runner pod.
+
+Input is a file, or a directory whose files are read in name order (positions
+continue across files). Output is a directory with one file per chunk,
+`part-<index:06d>.<ext>`, plus `_SUCCESS` (a JSON manifest) at the end.
+
+Atomicity rests on POSIX rename: a chunk is written to a hidden temporary file
+in the same directory, fsync'ed, renamed into place, and the directory is
+fsync'ed, so a reader (or a restarted pod) sees the whole chunk or nothing.
+Writing an existing chunk again replaces it with identical content.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from contracts.storage import FileStorage
+from runners.api import ConfigError, ErrorRecord, InputRecord, OutputRecord, RunContext
+from runners.formats import encode_chunk, guess_format, make_record, parse_rows
+
+MANIFEST = "_SUCCESS"
+_TMP_PREFIX = ".tmp-"
+
+
+class FileBackend:
+    """StorageBackend for kind `file`."""
+
+    def open_source(self, settings: FileStorage, ctx: RunContext) -> FileSource:
+        """A source over a file or a directory of files."""
+        return FileSource(settings)
+
+    def open_sink(self, settings: FileStorage, ctx: RunContext, *, role: str) -> FileSink:
+        """A directory sink; created if absent."""
+        return FileSink(settings, ctx, role=role)
+
+    def error_settings(self, settings: FileStorage) -> FileStorage:
+        """Default error output: the sibling directory `<path>-errors`."""
+        return settings.model_copy(update={"path": settings.path.rstrip("/") + "-errors"})
+
+
+class FileSource:
+    """Records from one file or every file of a directory, in name order."""
+
+    def __init__(self, settings: FileStorage) -> None:
+        self.settings = settings
+        root = Path(settings.path)
+        if root.is_dir():
+            self.files = sorted(p for p in root.iterdir() if p.is_file() and _is_data(p.name))
+        elif root.is_file():
+            self.files = [root]
+        else:
+            raise ConfigError(f"path: {root} does not exist (is the volume mounted?)")
+
+    def records(self, skip: int) -> Iterator[InputRecord]:
+        """Records with position >= skip; positions continue across files."""
+        start = 0
+        for path in self.files:
+            fmt = guess_format(path.name, self.settings.format)
+            count = 0
+            with path.open(encoding="utf-8", newline="") as handle:
+                for offset, row in enumerate(parse_rows(handle, fmt=fmt, skip=skip - start)):
+                    count = offset + 1
+                    if start + offset >= skip and row is not None:
+                        yield make_record(row, start + offset, id_field=self.settings.id_field)
+            start += count
+
+    def total(self) -> int | None:
+        """Unknown without reading the files."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to close: files are closed as they are finished."""
+
+
+def _is_data(name: str) -> bool:
+    return not name.startswith((".", "_"))
+
+
+class FileSink:
+    """One file per chunk in a directory, written by atomic rename."""
+
+    def __init__(self, settings: FileStorage, ctx: RunContext, *, role: str) -> None:
+        self.dir = Path(ctx.execution_subpath(settings.path))
+        self.fmt = settings.format or "jsonl"
+        self.ctx = ctx
+        self.role = role
+        self.location = str(self.dir)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"path: cannot create {self.dir}: {exc.strerror}") from None
+        self._remove_temporaries()
+
+    def chunk_path(self, index: int) -> Path:
+        """Where chunk `index` lives."""
+        return self.dir / f"part-{index:06d}.{self.fmt}"
+
+    def committed(self) -> set[int]:
+        """Indexes of the chunk files present."""
+        found = set()
+        for path in self.dir.glob(f"part-*.{self.fmt}"):
+            digits = path.name[len("part-") : -len(self.fmt) - 1]
+            if digits.isdigit():
+                found.add(int(digits))
+        return found
+
+    def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
+        """Write chunk `index` atomically (replacing an identical earlier copy)."""
+        self._atomic_write(self.chunk_path(index), encode_chunk(records, fmt=self.fmt))
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        """Write the `_SUCCESS` manifest."""
+        manifest = {
+            "runUid": self.ctx.run_uid,
+            "jobName": self.ctx.job_name,
+            "role": self.role,
+            "format": self.fmt,
+            "committedChunks": sorted(self.committed()),
+            **summary,
+        }
+        self._atomic_write(self.dir / MANIFEST, json.dumps(manifest, sort_keys=True).encode())
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+    def _atomic_write(self, target: Path, data: bytes) -> None:
+        tmp = self.dir / f"{_TMP_PREFIX}{target.name}.{os.getpid()}"
+        with tmp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(self.dir)
+
+    def _remove_temporaries(self) -> None:
+        # Left by a killed pod: never visible as chunks, safe to delete.
+        for path in self.dir.glob(f"{_TMP_PREFIX}*"):
+            path.unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

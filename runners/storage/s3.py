@@ -1,0 +1,255 @@
+"""`s3`: CSV/JSONL objects in S3 or an S3-compatible store (MinIO, Ceph, moto).
+
+Input is one `key` or every object under a `prefix` in key order, streamed line
+by line from the response body (never loaded whole). Output is one object per
+chunk, `<prefix>/part-<index:06d>.<ext>`, plus `<prefix>/_SUCCESS` at the end.
+
+An S3 PUT is atomic: readers see the old object, or the whole new one. For the
+output role the PUT is conditional (`IfNoneMatch: *`): a 412 means a previous
+attempt already committed this chunk, which we verify by reading it back (same
+records, in order) before treating it as done. Stores that ignore the header
+simply overwrite with the same bytes, which is just as idempotent. The error
+role overwrites unconditionally: a stale error chunk from a killed attempt must
+be replaced (see runners/pipeline.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+
+from contracts.storage import S3Storage
+from runners.api import (
+    ConfigError,
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RunContext,
+    TransientError,
+)
+from runners.formats import (
+    decode_chunk,
+    encode_chunk,
+    guess_format,
+    iter_text_lines,
+    make_record,
+    parse_rows,
+)
+from runners.secrets import read_secret, secret_path
+
+MANIFEST = "_SUCCESS"
+_READ_CHUNK = 1 << 16
+
+
+class S3Backend:
+    """StorageBackend for kind `s3`."""
+
+    def open_source(self, settings: S3Storage, ctx: RunContext) -> S3Source:
+        """A source over one object or a prefix of objects."""
+        return S3Source(settings, ctx)
+
+    def open_sink(self, settings: S3Storage, ctx: RunContext, *, role: str) -> S3Sink:
+        """A sink writing one object per chunk under the prefix."""
+        return S3Sink(settings, ctx, role=role)
+
+    def error_settings(self, settings: S3Storage) -> S3Storage:
+        """Default error output: the sibling prefix `<prefix>-errors`."""
+        prefix = (settings.prefix or "").rstrip("/")
+        return settings.model_copy(update={"prefix": f"{prefix}-errors"})
+
+
+def make_client(settings: S3Storage, ctx: RunContext) -> Any:
+    """A boto3 S3 client for the settings (endpoint, region, path style, credentials, TLS)."""
+    kwargs: dict[str, Any] = {
+        "endpoint_url": settings.endpoint_url,
+        "region_name": settings.region,
+        "config": Config(
+            s3={"addressing_style": "path" if settings.force_path_style else "auto"},
+            retries={"max_attempts": 3, "mode": "standard"},
+        ),
+    }
+    creds = settings.credentials_secret_ref
+    if creds is not None:
+        field = "credentialsSecretRef"
+        kwargs["aws_access_key_id"] = read_secret(
+            ctx, name=creds.name, key=creds.access_key_id_key, field=field
+        )
+        kwargs["aws_secret_access_key"] = read_secret(
+            ctx, name=creds.name, key=creds.secret_access_key_key, field=field
+        )
+        if creds.session_token_key:
+            kwargs["aws_session_token"] = read_secret(
+                ctx, name=creds.name, key=creds.session_token_key, field=field
+            )
+    kwargs["verify"] = _verify(settings, ctx)
+    return boto3.session.Session().client("s3", **kwargs)
+
+
+def _verify(settings: S3Storage, ctx: RunContext) -> bool | str | None:
+    tls = settings.tls
+    if tls is None:
+        return None
+    if tls.insecure_skip_verify:
+        return False
+    if tls.ca_secret_ref is not None:
+        ref = tls.ca_secret_ref
+        path = secret_path(ctx, name=ref.name, key=ref.key)
+        if not path.is_file():
+            raise ConfigError(f"tls.caSecretRef: Secret {ref.name!r} key {ref.key!r} not mounted")
+        return str(path)
+    return None
+
+
+def _error(exc: Exception, *, what: str, field: str) -> Exception:
+    """Map a botocore error: throttling/5xx/connection -> TransientError, else ConfigError."""
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        code = exc.response.get("Error", {}).get("Code", "")
+        if status == 429 or status >= 500 or code in ("SlowDown", "Throttling"):
+            return TransientError(f"{what}: {code or status}")
+        return ConfigError(f"{field}: {what}: {code} {exc.response['Error'].get('Message', '')}")
+    if isinstance(exc, BotoConnectionError | BotoCoreError):
+        return TransientError(f"{what}: {exc}")
+    return exc
+
+
+class S3Source:
+    """Records of one object or of every object under a prefix, in key order."""
+
+    def __init__(self, settings: S3Storage, ctx: RunContext) -> None:
+        self.settings = settings
+        self.client = make_client(settings, ctx)
+
+    def _keys(self) -> Iterator[str]:
+        if self.settings.key is not None:
+            yield self.settings.key
+            return
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            pages = paginator.paginate(Bucket=self.settings.bucket, Prefix=self.settings.prefix)
+            for page in pages:  # S3 lists keys in UTF-8 binary order: stable
+                for item in page.get("Contents", []):
+                    name = item["Key"].rsplit("/", 1)[-1]
+                    if not name.startswith(("_", ".")) and not item["Key"].endswith("/"):
+                        yield item["Key"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _error(exc, what=f"listing s3://{self.settings.bucket}", field="prefix") from exc
+
+    def records(self, skip: int) -> Iterator[InputRecord]:
+        """Records with position >= skip; positions continue across objects."""
+        start = 0
+        for key in self._keys():
+            fmt = guess_format(key, self.settings.format)
+            count = 0
+            for offset, row in enumerate(parse_rows(self._lines(key), fmt=fmt, skip=skip - start)):
+                count = offset + 1
+                if start + offset >= skip and row is not None:
+                    yield make_record(row, start + offset, id_field=self.settings.id_field)
+            start += count
+
+    def _lines(self, key: str) -> Iterator[str]:
+        where = f"s3://{self.settings.bucket}/{key}"
+        try:
+            body = self.client.get_object(Bucket=self.settings.bucket, Key=key)["Body"]
+        except (ClientError, BotoCoreError) as exc:
+            raise _error(exc, what=f"reading {where}", field="key") from exc
+        try:
+            yield from iter_text_lines(body.iter_chunks(_READ_CHUNK))
+        except (BotoCoreError, OSError) as exc:
+            raise TransientError(f"reading {where}: {exc}") from exc
+        finally:
+            body.close()
+
+    def total(self) -> int | None:
+        """Unknown without reading the objects."""
+        return None
+
+    def close(self) -> None:
+        """Close the client's connection pool."""
+        self.client.close()
+
+
+class S3Sink:
+    """One object per chunk under `prefix`."""
+
+    def __init__(self, settings: S3Storage, ctx: RunContext, *, role: str) -> None:
+        self.bucket = settings.bucket
+        self.prefix = ctx.execution_subpath(settings.prefix or "").rstrip("/")
+        self.fmt = settings.format or "jsonl"
+        self.ctx = ctx
+        self.role = role
+        self.client = make_client(settings, ctx)
+        self.location = f"s3://{self.bucket}/{self.prefix}/"
+
+    def key(self, index: int) -> str:
+        """The object key of chunk `index`."""
+        return f"{self.prefix}/part-{index:06d}.{self.fmt}"
+
+    def committed(self) -> set[int]:
+        """Chunks whose object exists."""
+        found: set[int] = set()
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/part-"):
+                for item in page.get("Contents", []):
+                    digits = item["Key"][len(self.prefix) + 6 : -len(self.fmt) - 1]
+                    if digits.isdigit() and item["Key"].endswith(f".{self.fmt}"):
+                        found.add(int(digits))
+        except (ClientError, BotoCoreError) as exc:
+            raise _error(exc, what=f"listing {self.location}", field="prefix") from exc
+        return found
+
+    def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
+        """PUT chunk `index` (conditionally for the output role)."""
+        body = encode_chunk(records, fmt=self.fmt)
+        extra = {"IfNoneMatch": "*"} if self.role == "output" else {}
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self.key(index), Body=body, **extra)
+        except ClientError as exc:
+            if _status(exc) == 412:
+                self._verify_existing(index, records)
+                return
+            raise _error(exc, what=f"writing {self.key(index)}", field="prefix") from exc
+        except BotoCoreError as exc:
+            raise _error(exc, what=f"writing {self.key(index)}", field="prefix") from exc
+
+    def _verify_existing(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
+        obj = self.client.get_object(Bucket=self.bucket, Key=self.key(index))
+        with obj["Body"] as body:
+            rows = decode_chunk(body.read(), fmt=self.fmt)
+        if [str(r["id"]) for r in rows] != [r.id for r in records]:
+            raise RuntimeError(
+                f"s3://{self.bucket}/{self.key(index)} exists with other records: the output "
+                "prefix holds another run's output; use a new prefix"
+            )
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        """PUT the `_SUCCESS` manifest."""
+        manifest = {
+            "runUid": self.ctx.run_uid,
+            "jobName": self.ctx.job_name,
+            "role": self.role,
+            "format": self.fmt,
+            **summary,
+        }
+        body = json.dumps(manifest, sort_keys=True).encode()
+        self.client.put_object(Bucket=self.bucket, Key=f"{self.prefix}/{MANIFEST}", Body=body)
+
+    def close(self) -> None:
+        """Close the client's connection pool."""
+        self.client.close()
+
+
+def _status(exc: ClientError) -> int:
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))

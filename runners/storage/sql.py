@@ -1,0 +1,337 @@
+"""`sql`: a table or query as input, a table as output (SQLite, PostgreSQL, MariaDB/MySQL).
+
+Input streams with a server-side cursor (`stream_results` + `yield_per`), so a
+table of millions of rows costs one batch of memory. A table is read ordered by
+`idField` (else its primary key) so positions are stable across restarts, and a
+restart seeks with OFFSET; a query is read in its own order (give it ORDER BY).
+
+Output: one transaction per chunk. It replaces the chunk's rows (delete by
+chunk, then upsert keyed by run UID, Job name and record id) and records the
+chunk in `<table>_chunks`, so a chunk is visible and listed as committed
+together or not at all, and writing it twice leaves one copy. The completion
+manifest is the row with chunk -1 in `<table>_chunks`.
+
+Columns of the output table: run_uid, job_name, record_id, position, chunk,
+prediction (JSON text; `reason` for the error table) and input (JSON text).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from contracts.storage import SqlStorage
+from runners.api import (
+    ConfigError,
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RunContext,
+    TransientError,
+)
+from runners.formats import jsonable, record_id
+from runners.secrets import read_secret
+
+_YIELD_PER = 1000
+_MANIFEST_CHUNK = -1
+
+
+class SqlBackend:
+    """StorageBackend for kind `sql`."""
+
+    def open_source(self, settings: SqlStorage, ctx: RunContext) -> SqlSource:
+        """A streaming source over a table or a query."""
+        return SqlSource(settings, ctx)
+
+    def open_sink(self, settings: SqlStorage, ctx: RunContext, *, role: str) -> SqlSink:
+        """A table sink; the tables are created if absent."""
+        return SqlSink(settings, ctx, role=role)
+
+    def error_settings(self, settings: SqlStorage) -> SqlStorage:
+        """Default error output: the sibling table `<table>_errors`."""
+        return settings.model_copy(update={"table": f"{settings.table}_errors"})
+
+
+def make_engine(settings: SqlStorage, ctx: RunContext) -> Engine:
+    """An engine for the settings' URL (from the Secret when `urlSecretRef` is set)."""
+    url = settings.url
+    if settings.url_secret_ref is not None:
+        ref = settings.url_secret_ref
+        url = read_secret(ctx, name=ref.name, key=ref.key, field="urlSecretRef")
+    assert url is not None  # SqlStorage guarantees url or urlSecretRef
+    try:
+        engine = sa.create_engine(url, pool_pre_ping=True)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise ConfigError(f"url: {exc}") from None
+    except ModuleNotFoundError as exc:
+        raise ConfigError(
+            f"url: database driver {exc.name!r} is missing: pip install 'longrun[sql-drivers]'"
+        ) from None
+    if engine.dialect.name == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_wal)
+    return engine
+
+
+def _sqlite_wal(dbapi_conn: Any, _record: Any) -> None:
+    # WAL lets the input cursor keep reading while chunks commit to the same file.
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _split_name(name: str) -> tuple[str | None, str]:
+    schema, _, table = name.rpartition(".")
+    return (schema or None), table
+
+
+def _transient(exc: sa.exc.DBAPIError) -> bool:
+    return bool(exc.connection_invalidated) or isinstance(exc, sa.exc.OperationalError)
+
+
+class SqlSource:
+    """Rows of a table (ordered) or of a query, streamed."""
+
+    def __init__(self, settings: SqlStorage, ctx: RunContext) -> None:
+        self.settings = settings
+        self.ctx = ctx
+        self.engine = make_engine(settings, ctx)
+        try:
+            self._table = self._reflect() if settings.table else None
+        except BaseException:
+            self.engine.dispose()
+            raise
+
+    def _reflect(self) -> sa.Table:
+        assert self.settings.table is not None
+        schema, name = _split_name(self.settings.table)
+        try:
+            return sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self.engine)
+        except sa.exc.NoSuchTableError:
+            raise ConfigError(f"table: table {self.settings.table!r} does not exist") from None
+        except sa.exc.OperationalError as exc:
+            raise TransientError(f"cannot connect: {exc.orig}") from exc
+
+    def _statement(self, skip: int) -> tuple[sa.Executable, dict[str, Any], int]:
+        """(statement, parameters, rows the caller must still skip)."""
+        if self._table is None:
+            assert self.settings.query is not None
+            stmt = sa.text(self.settings.query)
+            names = set(stmt.compile().params)
+            params = {k: v for k, v in self.ctx.parameters.items() if k in names}
+            missing = names - set(params)
+            if missing:
+                raise ConfigError(f"query: no run parameter for :{', :'.join(sorted(missing))}")
+            return stmt, params, skip
+        return self._table_select().offset(skip or None), {}, 0
+
+    def _table_select(self) -> sa.Select[Any]:
+        table = self._table
+        assert table is not None
+        wanted = self.settings.columns
+        if wanted:
+            unknown = [c for c in wanted if c not in table.c]
+            if unknown:
+                raise ConfigError(f"columns: no column {unknown[0]!r} in {table.name!r}")
+        columns = [table.c[c] for c in wanted] if wanted else list(table.c)
+        return sa.select(*columns).order_by(*self._order(table))
+
+    def _order(self, table: sa.Table) -> list[sa.ColumnElement[Any]]:
+        id_field = self.settings.id_field
+        if id_field is not None:
+            if id_field not in table.c:
+                raise ConfigError(f"idField: no column {id_field!r} in {table.name!r}")
+            return [table.c[id_field]]
+        return list(table.primary_key.columns)
+
+    def records(self, skip: int) -> Iterator[InputRecord]:
+        """Rows with position >= skip, as dicts of JSON-friendly values."""
+        stmt, params, python_skip = self._statement(skip)
+        id_field = self.settings.id_field
+        position = skip - python_skip
+        try:
+            with self.engine.connect() as conn:
+                options = conn.execution_options(stream_results=True, yield_per=_YIELD_PER)
+                result = options.execute(stmt, params)
+                keys = list(result.keys())
+                for partition in result.partitions():
+                    for row in partition:
+                        if position >= skip:
+                            data = {k: _plain(v) for k, v in zip(keys, row, strict=True)}
+                            yield InputRecord(
+                                position, record_id(data, position, id_field=id_field), data
+                            )
+                        position += 1
+        except sa.exc.DBAPIError as exc:
+            if _transient(exc):
+                raise TransientError(f"input query failed: {exc.orig}") from exc
+            field = "table" if self._table is not None else "query"
+            raise ConfigError(f"{field}: {exc.orig}") from None
+
+    def total(self) -> int | None:
+        """COUNT(*) of the table; None for a query."""
+        if self._table is None:
+            return None
+        with self.engine.connect() as conn:
+            return int(
+                conn.execute(sa.select(sa.func.count()).select_from(self._table)).scalar_one()
+            )
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+
+class SqlSink:
+    """Chunks as rows of an output table plus a commit table."""
+
+    def __init__(self, settings: SqlStorage, ctx: RunContext, *, role: str) -> None:
+        assert settings.table is not None  # check_output guarantees it
+        self.ctx = ctx
+        self.role = role
+        self.engine = make_engine(settings, ctx)
+        self.location = f"{self.engine.url.render_as_string(hide_password=True)}#{settings.table}"
+        schema, name = _split_name(settings.table)
+        meta = sa.MetaData(schema=schema)
+        self.table = _output_table(meta, name, role=role)
+        self.chunks = _chunks_table(meta, f"{name}_chunks")
+        try:
+            meta.create_all(self.engine, checkfirst=True)
+        except sa.exc.OperationalError as exc:
+            self.engine.dispose()
+            raise TransientError(f"cannot create output tables: {exc.orig}") from exc
+        except sa.exc.DBAPIError as exc:
+            self.engine.dispose()
+            raise ConfigError(f"table: cannot create {settings.table!r}: {exc.orig}") from None
+
+    def _mine(self, table: sa.Table) -> sa.ColumnElement[bool]:
+        return sa.and_(table.c.run_uid == self.ctx.run_uid, table.c.job_name == self.ctx.job_name)
+
+    def committed(self) -> set[int]:
+        """Chunks listed in the commit table for this run and Job."""
+        stmt = sa.select(self.chunks.c.chunk).where(
+            self._mine(self.chunks), self.chunks.c.chunk != _MANIFEST_CHUNK
+        )
+        with self.engine.connect() as conn:
+            return {int(c) for c in conn.execute(stmt).scalars()}
+
+    def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
+        """Replace chunk `index` and mark it committed, in one transaction."""
+        rows = [self._row(index, r) for r in records]
+        try:
+            with self.engine.begin() as conn:
+                conn.execute(
+                    sa.delete(self.table).where(self._mine(self.table), self.table.c.chunk == index)
+                )
+                if rows:
+                    conn.execute(_upsert(self.engine, self.table, rows[0]), rows)
+                self._mark(conn, index, len(rows), None)
+        except sa.exc.DBAPIError as exc:
+            if _transient(exc):
+                raise TransientError(f"writing chunk {index}: {exc.orig}") from exc
+            raise
+
+    def _row(self, index: int, record: OutputRecord | ErrorRecord) -> dict[str, Any]:
+        last = record.reason if isinstance(record, ErrorRecord) else _dumps(record.prediction)
+        return {
+            "run_uid": self.ctx.run_uid,
+            "job_name": self.ctx.job_name,
+            "record_id": record.id,
+            "position": record.position,
+            "chunk": index,
+            "reason" if self.role == "errors" else "prediction": last,
+            "input": _dumps(record.input),
+        }
+
+    def _mark(self, conn: sa.Connection, index: int, count: int, manifest: str | None) -> None:
+        c = self.chunks.c
+        conn.execute(sa.delete(self.chunks).where(self._mine(self.chunks), c.chunk == index))
+        conn.execute(
+            sa.insert(self.chunks).values(
+                run_uid=self.ctx.run_uid,
+                job_name=self.ctx.job_name,
+                chunk=index,
+                records=count,
+                committed_at=dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                manifest=manifest,
+            )
+        )
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        """Record the completion manifest (chunk -1 of the commit table)."""
+        manifest = json.dumps({"role": self.role, **summary}, sort_keys=True)
+        with self.engine.begin() as conn:
+            self._mark(conn, _MANIFEST_CHUNK, int(summary.get("recordsWritten", 0)), manifest)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def _plain(value: Any) -> Any:
+    return value if isinstance(value, _PLAIN) else jsonable(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=jsonable, allow_nan=False, sort_keys=True)
+
+
+def _output_table(meta: sa.MetaData, name: str, *, role: str) -> sa.Table:
+    value = "reason" if role == "errors" else "prediction"
+    return sa.Table(
+        name,
+        meta,
+        sa.Column("run_uid", sa.String(64), primary_key=True),
+        sa.Column("job_name", sa.String(253), primary_key=True),
+        sa.Column("record_id", sa.String(255), primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("chunk", sa.BigInteger, nullable=False, index=True),
+        sa.Column(value, _long_text()),
+        sa.Column("input", _long_text()),
+    )
+
+
+def _chunks_table(meta: sa.MetaData, name: str) -> sa.Table:
+    return sa.Table(
+        name,
+        meta,
+        sa.Column("run_uid", sa.String(64), primary_key=True),
+        sa.Column("job_name", sa.String(253), primary_key=True),
+        sa.Column("chunk", sa.BigInteger, primary_key=True, autoincrement=False),
+        sa.Column("records", sa.BigInteger, nullable=False),
+        sa.Column("committed_at", sa.DateTime, nullable=False),
+        sa.Column("manifest", sa.Text),
+    )
+
+
+def _long_text() -> sa.types.TypeEngine[str]:
+    from sqlalchemy.dialects import mysql
+
+    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+
+
+def _upsert(engine: Engine, table: sa.Table, sample: dict[str, Any]) -> sa.Executable:
+    """INSERT ... ON CONFLICT (run_uid, job_name, record_id) DO UPDATE, per dialect."""
+    keys = {"run_uid", "job_name", "record_id"}
+    name = engine.dialect.name
+    if name in ("postgresql", "sqlite"):
+        module: Any = __import__(f"sqlalchemy.dialects.{name}", fromlist=["insert"])
+        stmt = module.insert(table)
+        updates = {k: stmt.excluded[k] for k in sample if k not in keys}
+        return stmt.on_conflict_do_update(index_elements=sorted(keys), set_=updates)  # type: ignore[no-any-return]
+    if name in ("mysql", "mariadb"):
+        from sqlalchemy.dialects import mysql
+
+        mstmt = mysql.insert(table)
+        return mstmt.on_duplicate_key_update(
+            {k: mstmt.inserted[k] for k in sample if k not in keys}
+        )
+    return sa.insert(table)

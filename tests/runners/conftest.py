@@ -1,0 +1,93 @@
+"""Fixtures for the runner tests: real stores, skipped (or failed in CI) when absent.
+
+Real: SQLite files, local files, moto's S3 server in a thread on 127.0.0.1, the
+PostgreSQL (127.0.0.1:5432, trust auth, database `test`) and MariaDB
+(127.0.0.1:3306, root, no password, database `test`) servers of the machine.
+Each test gets uniquely named tables and drops them afterwards.
+
+When a database is unreachable the test is skipped with the reason, except
+when env CI is set (to anything but empty, "0" or "false"): then it fails, so
+CI cannot go green by silently testing less. The helpers behind these fixtures
+(reachability, the CI rule, table cleanup) live in runner_stores.py so test
+modules can import them by a unique name.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from runner_stores import MARIADB_URLS, POSTGRES_URLS, first_reachable, unavailable  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """URL of the local PostgreSQL `test` database."""
+    url = first_reachable(POSTGRES_URLS)
+    if url is None:
+        unavailable("PostgreSQL is not reachable on 127.0.0.1:5432 (database `test`)")
+    assert url is not None
+    return url
+
+
+@pytest.fixture(scope="session")
+def mariadb_url() -> str:
+    """URL of the local MariaDB `test` database."""
+    url = first_reachable(MARIADB_URLS)
+    if url is None:
+        unavailable("MariaDB is not reachable on 127.0.0.1:3306 (database `test`)")
+    assert url is not None
+    return url
+
+
+@pytest.fixture
+def table_name() -> Iterator[str]:
+    """A unique table name; tables starting with it are dropped by `drop_tables`."""
+    yield f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fake AWS credentials, so nothing can reach a real account."""
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """URL of moto's S3 server, running in a thread on a random port."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+    if server._server is not None:
+        server._server.server_close()
+
+
+@pytest.fixture
+def s3_bucket(moto_endpoint: str, aws_credentials: None) -> Iterator[str]:
+    """A fresh bucket on the moto server (created inside the fixture)."""
+    import boto3
+
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    client.create_bucket(Bucket=name)
+    client.close()
+    yield name

@@ -1,0 +1,154 @@
+"""Local HTTP servers for tests (stdlib http.server on 127.0.0.1, random port).
+
+- `Receiver`: a JSON API that serves input records (optionally paginated) and
+  accepts output chunks, de-duplicating by (jobId, jobName, chunk, role) the way
+  the docs require HTTP receivers to. It also stands in for Krateo's
+  finops-database-handler (`POST /compute/<name>` answering `{"result": [...]}`).
+- `KServeStub`: a KServe v2 REST model (`POST /v2/models/NAME/infer`) that can
+  answer a share of requests with 503 or 429 + Retry-After, hang, or reject poison.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+Reply = tuple[int, dict[str, str], Any]
+Handler = Callable[[str, str, dict[str, list[str]], Any, dict[str, str]], Reply]
+
+
+@contextmanager
+def serve(handler: Handler) -> Iterator[str]:
+    """Run `handler(method, path, query, json_body, headers)` behind a local server."""
+
+    class Request(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else None
+            url = urlparse(self.path)
+            status, headers, payload = handler(
+                self.command, url.path, parse_qs(url.query), body, dict(self.headers)
+            )
+            data = json.dumps(payload).encode() if payload is not None else b""
+            self.send_response(status)
+            for key, value in {"Content-Type": "application/json", **headers}.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_PATCH = _handle
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Request)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class Receiver:
+    """Serves records and stores received chunks, de-duplicated by their key."""
+
+    def __init__(self, records: list[dict[str, Any]] | None = None, page_size: int = 0) -> None:
+        self.records = records or []
+        self.page_size = page_size
+        self.chunks: dict[tuple[str, str, Any, str], Any] = {}
+        self.requests: list[tuple[str, str, Any, dict[str, str]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        headers: dict[str, str],
+    ) -> Reply:
+        with self.lock:
+            self.requests.append((method, path, body, headers))
+        if path.startswith("/compute/") and path.endswith("input"):
+            return 200, {}, {"result": self.records}
+        if method == "GET":
+            return 200, {}, self._page(query)
+        key = (body["jobId"], body["jobName"], body.get("chunk", "complete"), body.get("role", ""))
+        with self.lock:
+            self.chunks[key] = body
+        return 200, {}, {"ok": True}
+
+    def _page(self, query: dict[str, list[str]]) -> Any:
+        if not self.page_size:
+            return {"data": {"items": self.records}}
+        offset = int(query.get("offset", ["0"])[0])
+        return {"data": {"items": self.records[offset : offset + self.page_size]}}
+
+
+class KServeStub:
+    """A KServe v2 model: doubles `data`; failure shares, hang and poison configurable."""
+
+    def __init__(
+        self,
+        *,
+        unavailable: float = 0.0,
+        throttled: float = 0.0,
+        hang: float = 0.0,
+        seed: int = 7,
+        poison: float | None = None,
+    ) -> None:
+        self.unavailable = unavailable
+        self.throttled = throttled
+        self.hang = hang
+        self.poison = poison
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.statuses: dict[int, int] = {}
+        self.release = threading.Event()
+
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        headers: dict[str, str],
+    ) -> Reply:
+        with self.lock:
+            self.calls += 1
+            roll = self.rng.random()
+        if self.hang:
+            self.release.wait(self.hang)
+        if roll < self.unavailable:
+            return self._count(503, {}, {"error": "unavailable"})
+        if roll < self.unavailable + self.throttled:
+            return self._count(429, {"Retry-After": "0"}, {"error": "slow down"})
+        tensor = body["inputs"][0]
+        data = tensor["data"]
+        if self.poison is not None and self.poison in data:
+            return self._count(400, {}, {"error": "poison value"})
+        rows = tensor["shape"][0]
+        out = {"name": "output-0", "shape": [rows], "datatype": "FP32"}
+        width = len(data) // max(rows, 1)
+        out["data"] = [sum(data[i * width : (i + 1) * width]) * 2 for i in range(rows)]
+        return self._count(200, {}, {"model_name": "m", "id": "", "outputs": [out]})
+
+    def _count(self, status: int, headers: dict[str, str], body: Any) -> Reply:
+        with self.lock:
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+        return status, headers, body

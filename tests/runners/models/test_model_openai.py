@@ -1,0 +1,248 @@
+"""OpenAI-compatible chat, completions and embeddings clients: URLs, bodies, answers, failures.
+
+Faked: the HTTP transport (`FakeTransport`), answering like vLLM/llama.cpp/Ollama would,
+including servers that refuse prompt lists. Real: the clients and endpoint validation.
+The same clients against a real llama.cpp server are in test_model_real_servers.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from model_fakes import FakeTransport, Sent, endpoint, records, reply
+
+from runners.api import BatchRejected, Prediction, RecordFailure, RunContext, TransientError
+from runners.models.http import HttpResponse
+from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient, api_url
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://vllm:8000", "http://vllm:8000/v1/chat/completions"),
+        ("http://vllm:8000/", "http://vllm:8000/v1/chat/completions"),
+        ("http://vllm:8000/v1", "http://vllm:8000/v1/chat/completions"),
+        ("vllm:8000/v1/", "http://vllm:8000/v1/chat/completions"),
+        ("http://h/v1/chat/completions", "http://h/v1/chat/completions"),
+        ("http://h/v1/embeddings", "http://h/v1/chat/completions"),
+        (
+            "https://x.openai.azure.com/openai/deployments/gpt?api-version=2024-06-01",
+            "https://x.openai.azure.com/openai/deployments/gpt/chat/completions"
+            "?api-version=2024-06-01",
+        ),
+    ],
+)
+def test_api_url_accepts_base_v1_and_full_urls(url: str, expected: str) -> None:
+    assert api_url(url, "/chat/completions") == expected
+
+
+def chat_answer(sent: Sent) -> HttpResponse:
+    prompt = sent.json()["messages"][-1]["content"]
+    return reply(
+        {
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": f"re: {prompt}"}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2},
+        }
+    )
+
+
+def test_chat_sends_system_and_user_messages_per_record(ctx: RunContext) -> None:
+    fake = FakeTransport(chat_answer)
+    model = endpoint(
+        "openai-chat", "http://llm:8000", name="tiny", system_prompt="Be brief.", max_tokens=8
+    )
+    outcomes = ChatClient(model, ctx, transport=fake).predict(
+        records({"prompt": "hi"}, {"prompt": "yo"})
+    )
+    assert outcomes == [Prediction("re: hi"), Prediction("re: yo")]
+    assert [s.url for s in fake.sent] == ["http://llm:8000/v1/chat/completions"] * 2
+    assert fake.sent[0].json() == {
+        "model": "tiny",
+        "max_tokens": 8,
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "hi"},
+        ],
+    }
+
+
+def test_chat_leaves_out_unset_options(ctx: RunContext) -> None:
+    fake = FakeTransport(chat_answer)
+    model = endpoint("openai-chat", prompt_field="question", temperature=0)
+    ChatClient(model, ctx, transport=fake).predict(records({"question": "why"}))
+    assert fake.sent[0].json() == {
+        "model": "iris",
+        "temperature": 0,
+        "messages": [{"role": "user", "content": "why"}],
+    }
+
+
+def test_chat_fails_records_without_a_text_prompt(ctx: RunContext) -> None:
+    fake = FakeTransport(chat_answer)
+    outcomes = ChatClient(endpoint("openai-chat"), ctx, transport=fake).predict(
+        records({"text": "x"}, {"prompt": 3}, {"prompt": "ok"})
+    )
+    assert outcomes == [
+        RecordFailure("record field 'prompt' is missing"),
+        RecordFailure("record field 'prompt' is a int, not a string"),
+        Prediction("re: ok"),
+    ]
+    assert len(fake.sent) == 1
+
+
+def test_chat_tolerates_missing_optional_fields(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda _: reply({"choices": [{"message": {"content": None}}]}))
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=fake)
+    assert client.predict(records({"prompt": "x"})) == [Prediction("")]
+
+
+def test_chat_fails_the_record_on_a_malformed_answer(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda _: reply({"choices": []}))
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=fake)
+    [outcome] = client.predict(records({"prompt": "x"}))
+    assert isinstance(outcome, RecordFailure)
+    assert "choices[0].message" in outcome.reason
+
+
+def test_chat_fails_only_the_record_the_server_refuses(ctx: RunContext) -> None:
+    def handle(sent: Sent) -> HttpResponse:
+        if sent.json()["messages"][-1]["content"] == "long":
+            return reply({"error": {"message": "context length exceeded"}}, status=400)
+        return chat_answer(sent)
+
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=FakeTransport(handle))
+    outcomes = client.predict(records({"prompt": "long"}, {"prompt": "ok"}))
+    assert outcomes[1] == Prediction("re: ok")
+    assert isinstance(outcomes[0], RecordFailure)
+    assert "HTTP 400: context length exceeded" in outcomes[0].reason
+
+
+def test_chat_rejects_the_batch_when_the_key_is_refused(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda _: reply({"error": "invalid api key"}, status=401))
+    with pytest.raises(BatchRejected, match="HTTP 401"):
+        ChatClient(endpoint("openai-chat"), ctx, transport=fake).predict(records({"prompt": "x"}))
+
+
+def test_chat_raises_transient_error_when_rate_limited(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda _: reply({}, status=429, headers={"Retry-After": "3"}))
+    with pytest.raises(TransientError) as caught:
+        ChatClient(endpoint("openai-chat"), ctx, transport=fake).predict(records({"prompt": "x"}))
+    assert caught.value.retry_after == 3
+
+
+def test_chat_sends_the_api_key(ctx: RunContext, put_secret: Callable[..., Path]) -> None:
+    put_secret("openai", "key", "sk-test")
+    model = endpoint("openai-chat", auth={"secret_ref": {"name": "openai", "key": "key"}})
+    fake = FakeTransport(chat_answer)
+    ChatClient(model, ctx, transport=fake).predict(records({"prompt": "x"}))
+    assert fake.sent[0].headers["Authorization"] == "Bearer sk-test"
+
+
+def completions_answer(sent: Sent) -> HttpResponse:
+    prompts = sent.json()["prompt"]
+    prompts = prompts if isinstance(prompts, list) else [prompts]
+    # Choices come back out of order; `index` says which prompt each answers.
+    choices = [{"index": i, "text": f"<{p}>"} for i, p in reversed(list(enumerate(prompts)))]
+    return reply({"choices": choices})
+
+
+def test_completions_sends_the_batch_as_one_prompt_list(ctx: RunContext) -> None:
+    fake = FakeTransport(completions_answer)
+    client = CompletionsClient(endpoint("openai-completions", max_tokens=4), ctx, transport=fake)
+    outcomes = client.predict(records({"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}))
+    assert outcomes == [Prediction("<a>"), Prediction("<b>"), Prediction("<c>")]
+    assert len(fake.sent) == 1
+    assert fake.sent[0].url == "http://model:8080/v1/completions"
+    assert fake.sent[0].json() == {"model": "iris", "max_tokens": 4, "prompt": ["a", "b", "c"]}
+
+
+def one_prompt_only(status: int) -> Callable[[Sent], HttpResponse]:
+    """A server like llama.cpp's, which fails when `prompt` lists more than one prompt."""
+
+    def handle(sent: Sent) -> HttpResponse:
+        prompt = sent.json()["prompt"]
+        if isinstance(prompt, list) and len(prompt) > 1:
+            return reply({"detail": "only one prompt"}, status=status)
+        return completions_answer(sent)
+
+    return handle
+
+
+@pytest.mark.parametrize("status", [400, 422, 500])
+def test_completions_falls_back_to_one_request_per_record(status: int, ctx: RunContext) -> None:
+    fake = FakeTransport(one_prompt_only(status))
+    client = CompletionsClient(endpoint("openai-completions"), ctx, transport=fake)
+    assert client.predict(records({"prompt": "a"}, {"prompt": "b"})) == [
+        Prediction("<a>"),
+        Prediction("<b>"),
+    ]
+    client.predict(records({"prompt": "c"}, {"prompt": "d"}))
+    prompts = [s.json()["prompt"] for s in fake.sent]
+    assert prompts == [["a", "b"], "a", "b", "c", "d"]
+
+
+def test_completions_falls_back_when_the_server_answers_one_choice(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda s: reply({"choices": [{"text": "first only"}]}))
+    client = CompletionsClient(endpoint("openai-completions"), ctx, transport=fake)
+    outcomes = client.predict(records({"prompt": "a"}, {"prompt": "b"}))
+    assert outcomes == [Prediction("first only")] * 2
+    assert len(fake.sent) == 3
+
+
+def test_completions_keeps_lists_once_they_worked(ctx: RunContext) -> None:
+    answers = iter([completions_answer, lambda _: reply({"x": 1}, status=500)])
+    fake = FakeTransport(lambda s: next(answers)(s))
+    client = CompletionsClient(endpoint("openai-completions"), ctx, transport=fake)
+    client.predict(records({"prompt": "a"}, {"prompt": "b"}))
+    with pytest.raises(TransientError):
+        client.predict(records({"prompt": "c"}, {"prompt": "d"}))
+
+
+def test_completions_does_not_fall_back_when_the_key_is_refused(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda _: reply({"error": "no"}, status=403))
+    client = CompletionsClient(endpoint("openai-completions"), ctx, transport=fake)
+    with pytest.raises(BatchRejected, match="HTTP 403"):
+        client.predict(records({"prompt": "a"}, {"prompt": "b"}))
+    assert len(fake.sent) == 1
+
+
+def embeddings_answer(sent: Sent) -> HttpResponse:
+    texts: Any = sent.json()["input"]
+    texts = texts if isinstance(texts, list) else [texts]
+    data = [
+        {"object": "embedding", "index": i, "embedding": [len(t), 0.5]} for i, t in enumerate(texts)
+    ]
+    return reply({"data": data, "model": "m", "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+
+def test_embeddings_sends_the_batch_as_one_input_list(ctx: RunContext) -> None:
+    fake = FakeTransport(embeddings_answer)
+    model = endpoint("openai-embeddings", "http://emb:8080/v1", prompt_field="text")
+    outcomes = EmbeddingsClient(model, ctx, transport=fake).predict(
+        records({"text": "ab"}, {"text": "abc"})
+    )
+    assert outcomes == [Prediction([2, 0.5]), Prediction([3, 0.5])]
+    assert fake.sent[0].url == "http://emb:8080/v1/embeddings"
+    assert fake.sent[0].json() == {"model": "iris", "input": ["ab", "abc"]}
+
+
+def test_embeddings_fails_records_the_answer_leaves_out(ctx: RunContext) -> None:
+    def handle(sent: Sent) -> HttpResponse:
+        return reply({"data": [{"index": 0, "embedding": [1.0]}, {"index": 1}]})
+
+    client = EmbeddingsClient(endpoint("openai-embeddings"), ctx, transport=FakeTransport(handle))
+    client._takes_lists = True  # learned earlier: this server takes lists
+    outcomes = client.predict(records({"prompt": "a"}, {"prompt": "b"}))
+    assert outcomes[0] == Prediction([1.0])
+    assert outcomes[1] == RecordFailure("openai-embeddings: the response has no embedding for it")
+
+
+def test_embeddings_sends_a_single_record_as_a_string(ctx: RunContext) -> None:
+    fake = FakeTransport(embeddings_answer)
+    EmbeddingsClient(endpoint("openai-embeddings"), ctx, transport=fake).predict(
+        records({"prompt": "solo"})
+    )
+    assert fake.sent[0].json()["input"] == "solo"

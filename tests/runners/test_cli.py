@@ -1,0 +1,247 @@
+"""`longrun-runner` end to end in-process: contract file in, exit code and summary out.
+
+Real: contract loading and validation, the registry, the pipeline, the file
+backend, the termination message file. Faked: the model (FakeModel registered
+in place of `kserve-v2`) and, where noted, storage (the memory backend
+registered as a custom kind `memory`).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import FakeModel, contract
+from memory_backend import MemoryBackend, MemoryStore
+
+from contracts.contract import SUMMARY_MAX_BYTES
+from runners import cli, registry
+from runners.api import InputRecord, Outcome, Prediction, RecordFailure
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    return MemoryStore(inputs=[{"n": i} for i in range(25)])
+
+
+@pytest.fixture
+def model() -> FakeModel:
+    return FakeModel()
+
+
+@pytest.fixture(autouse=True)
+def plugins(store: MemoryStore, model: FakeModel) -> Iterator[None]:
+    registry.storage_backends.register("memory", lambda: MemoryBackend(store))
+    registry.model_protocols.register("kserve-v2", model.factory)
+    yield
+    registry.storage_backends.unregister("memory")
+    registry.model_protocols.unregister("kserve-v2")
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TERMINATION_MESSAGE_PATH", str(tmp_path / "termination-log"))
+    monkeypatch.delenv("JOB_NAME", raising=False)
+    return tmp_path
+
+
+def run_cli(env: Path, doc: dict[str, Any], *args: str) -> tuple[int, dict[str, Any] | None]:
+    path = env / "contract.json"
+    path.write_text(json.dumps(doc))
+    code = cli.main(["--contract", str(path), *args])
+    term = env / "termination-log"
+    return code, json.loads(term.read_text()) if term.exists() else None
+
+
+def test_successful_run_exits_0_with_summary(env: Path, store: MemoryStore) -> None:
+    code, summary = run_cli(env, contract(runner={"chunkSize": 10}))
+    assert code == 0
+    assert summary is not None
+    assert summary["recordsRead"] == 25 and summary["recordsWritten"] == 25
+    assert summary["chunks"] == 3 and summary["output"] == "memory://out"
+    assert summary["errorOutput"] == "memory://out-errors"
+    assert "reason" not in summary
+    assert len((env / "termination-log").read_bytes()) <= SUMMARY_MAX_BYTES
+
+
+def test_job_name_env_overrides_contract_job_name(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("JOB_NAME", "job-1-28391")
+    assert run_cli(env, contract())[0] == 0
+    assert "job=job-1-28391" in capsys.readouterr().err
+
+
+def test_error_budget_exceeded_exits_1_with_reason(
+    env: Path, model: FakeModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def failing(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("bad") for _ in records]
+
+    model.handler = failing
+    code, summary = run_cli(env, contract(runner={"maxFailedRecords": 2}))
+    assert code == 1
+    assert summary is not None and "error budget exceeded" in summary["reason"]
+    assert "error budget exceeded" in capsys.readouterr().err
+
+
+def test_bad_contract_exits_2_with_one_line_naming_the_field(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = contract()
+    doc["input"] = {"sql": {"url": "sqlite://", "table": 5}}
+    code, summary = run_cli(env, doc)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("longrun-runner: contract input.sql.table: ")
+    assert summary is not None and summary["reason"].startswith("contract input.sql.table")
+
+
+def test_direction_rule_violation_exits_2(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = contract(output={"sql": {"url": "sqlite://", "query": "SELECT 1"}})
+    assert run_cli(env, doc)[0] == 2
+    assert "contract output.sql: output needs `table`" in capsys.readouterr().err
+
+
+def test_unreadable_contract_exits_2(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["--contract", str(env / "missing.json")])
+    assert code == 2
+    assert "contract: cannot read" in capsys.readouterr().err
+
+
+def test_unknown_storage_kind_names_kind_and_how_to_install(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _ = run_cli(env, contract(output={"bigtable": {"table": "x"}}))
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "contract output: no storage backend registered for 'bigtable'" in err
+    assert "longrun.storage" in err and "docs/custom-runner.md" in err
+
+
+def test_missing_secret_exits_2_naming_the_reference(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = contract(
+        input={"sql": {"urlSecretRef": {"name": "db", "key": "url"}, "table": "t"}},
+        secretsDir=str(env / "secrets"),
+    )
+    code, _ = run_cli(env, doc)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("longrun-runner: contract input.sql.urlSecretRef: Secret 'db' key 'url'")
+
+
+def test_unexpected_exception_exits_1_with_cause(
+    env: Path, model: FakeModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(records: Sequence[InputRecord]) -> list[Outcome]:
+        raise ZeroDivisionError("division by zero")
+
+    model.handler = broken
+    code, summary = run_cli(env, contract())
+    assert code == 1
+    assert "unexpected error: ZeroDivisionError: division by zero" in capsys.readouterr().err
+    assert summary is not None and "ZeroDivisionError" in summary["reason"]
+
+
+def test_sigterm_exits_143_and_keeps_committed_chunks(
+    env: Path, model: FakeModel, store: MemoryStore
+) -> None:
+    store.inputs = [{"n": i} for i in range(200)]
+    sent = threading.Event()
+
+    def terminating(records: Sequence[InputRecord]) -> list[Outcome]:
+        if int(records[0].id) >= 50 and not sent.is_set():
+            sent.set()
+            signal.raise_signal(signal.SIGTERM)
+        return [Prediction(r.id) for r in records]
+
+    model.handler = terminating
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        code, summary = run_cli(env, contract(runner={"chunkSize": 10, "concurrency": 1}))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert code == 143
+    assert summary is not None and summary["reason"] == "stopped by SIGTERM"
+    assert "out" not in store.manifests
+    assert all(len(rows) == 10 for rows in store.chunks["out"].values())
+
+
+def test_unreadable_input_row_goes_to_error_output(env: Path) -> None:
+    data = env / "in.jsonl"
+    data.write_text('{"a": 1}\nnot json\n{"a": 3}\n')
+    doc = contract(
+        input={"file": {"path": str(data)}},
+        output={"file": {"path": str(env / "out")}},
+        runner={"maxFailedRecords": 1},
+    )
+    code, summary = run_cli(env, doc)
+    assert code == 0 and summary is not None
+    assert (summary["recordsWritten"], summary["recordsFailed"]) == (2, 1)
+    errors = (env / "out-errors" / "part-000000.jsonl").read_text().splitlines()
+    assert json.loads(errors[0])["id"] == "1" and "invalid JSON" in json.loads(errors[0])["reason"]
+    assert (env / "out" / "_SUCCESS").exists()
+
+
+def test_check_validates_without_running(env: Path, model: FakeModel) -> None:
+    assert run_cli(env, contract(), "--check")[0] == 0
+    assert model.batches == []
+    bad = contract()
+    bad["runner"]["batchSize"] = 0
+    assert run_cli(env, bad, "--check")[0] == 2
+
+
+def test_help_explains_env_vars_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    for word in ("CONTRACT_PATH", "TERMINATION_MESSAGE_PATH", "JOB_NAME", "POD_UID", "143"):
+        assert word in out
+
+
+def test_unwritable_default_termination_path_only_warns(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("TERMINATION_MESSAGE_PATH")
+    monkeypatch.setattr(cli, "DEFAULT_TERMINATION_PATH", str(env / "no-such-dir" / "log"))
+    assert run_cli(env, contract())[0] == 0
+    assert "warning: termination message not written" in capsys.readouterr().err
+
+
+GOLDEN = Path(__file__).resolve().parents[2] / "testdata" / "contracts"
+
+
+def test_golden_krateo_custom_contract_is_refused_naming_the_custom_kind(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = cli.main(["--check", "--contract", str(GOLDEN / "krateo-custom.json")])
+    assert code == 2
+    assert "no storage backend registered for 'custom'" in capsys.readouterr().err
+
+
+def test_golden_iris_sql_contract_runs_against_sqlite(env: Path, model: FakeModel) -> None:
+    import sqlalchemy as sa
+
+    doc = json.loads((GOLDEN / "iris-sql.json").read_text())
+    db = f"sqlite:///{env / 'iris.db'}"
+    (env / "secrets" / "iris-db").mkdir(parents=True)
+    (env / "secrets" / "iris-db" / "url").write_text(db)
+    engine = sa.create_engine(db)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE iris_input (id INTEGER PRIMARY KEY, sepal_length REAL)"))
+        conn.execute(sa.text("INSERT INTO iris_input VALUES (1, 5.1), (2, 4.9), (3, 4.7)"))
+    doc["secretsDir"] = str(env / "secrets")
+    code, summary = run_cli(env, doc)
+    with engine.connect() as conn:
+        written = conn.execute(sa.text("SELECT count(*) FROM iris_predictions")).scalar_one()
+    engine.dispose()
+    assert code == 0 and summary is not None and summary["recordsWritten"] == 3
+    assert written == 3

@@ -1,0 +1,128 @@
+"""Faults between the runner and a model server: flaky answers, a hanging server, poison.
+
+Real: the runner in-process (contract file -> exit code), the file backend, the
+registered `kserve-v2` protocol client (runners/models/kserve.py) speaking HTTP
+to a local KServe v2 JSON stub (stdlib http.server on 127.0.0.1, see
+http_stub.KServeStub). Faked: the model itself (the stub doubles row sums and
+misbehaves on purpose, with a seeded RNG).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes import contract
+from http_stub import KServeStub, serve
+
+from runners import cli
+
+FAST_RETRY = {"initialBackoffSeconds": 0.01, "maxBackoffSeconds": 0.05}
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TERMINATION_MESSAGE_PATH", str(tmp_path / "termination-log"))
+    monkeypatch.delenv("LONGRUN_RUNNER_PLUGINS", raising=False)
+    return tmp_path
+
+
+def run(
+    env: Path, url: str, *, records: list[dict[str, Any]], **options: Any
+) -> tuple[int, dict[str, Any]]:
+    data = env / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    doc = contract(
+        input={"file": {"path": str(data), "idField": "key"}},
+        output={"file": {"path": str(env / "out")}},
+        runner={**FAST_RETRY, **options.pop("runner", {})},
+    )
+    doc["model"] = {
+        "protocol": "kserve-v2",
+        "url": url,
+        "name": "iris",
+        "binaryData": False,
+        "inputFields": ["a", "b"],
+        **options.pop("model", {}),
+    }
+    path = env / "contract.json"
+    path.write_text(json.dumps(doc))
+    code = cli.main(["--contract", str(path)])
+    return code, json.loads((env / "termination-log").read_text())
+
+
+def rows(directory: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for part in sorted(directory.glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+
+
+def records(count: int, *, poison: set[int] = frozenset()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+    return [
+        {"key": f"k{i}", "a": 666.0 if i in poison else float(i), "b": 1.0} for i in range(count)
+    ]
+
+
+@pytest.fixture
+def flaky() -> Iterator[tuple[str, KServeStub]]:
+    stub = KServeStub(unavailable=0.10, throttled=0.05)
+    with serve(stub) as url:
+        yield url, stub
+
+
+def test_flaky_server_gets_every_record_through_with_retries(
+    env: Path, flaky: tuple[str, KServeStub]
+) -> None:
+    url, stub = flaky
+    code, summary = run(
+        env,
+        url,
+        records=records(3000),
+        runner={"batchSize": 10, "concurrency": 4, "maxAttempts": 12},
+    )
+    assert code == 0, summary
+    written = rows(env / "out")
+    assert len(written) == 3000 and len({r["id"] for r in written}) == 3000
+    assert written[5]["prediction"] == pytest.approx((5.0 + 1.0) * 2)
+    assert stub.statuses.get(503, 0) > 0 and stub.statuses.get(429, 0) > 0
+    assert summary["recordsRetried"] == stub.statuses[503] + stub.statuses[429]
+
+
+def test_hanging_server_times_out_and_fails_the_run_with_reason(env: Path) -> None:
+    stub = KServeStub(hang=30)
+    with serve(stub) as url:
+        try:
+            code, summary = run(
+                env,
+                url,
+                records=records(3),
+                model={"timeoutSeconds": 0.3},
+                runner={"maxAttempts": 2},
+            )
+        finally:
+            stub.release.set()
+    assert code == 1
+    assert "error budget exceeded: 3 failed records" in summary["reason"]
+    assert "gave up after 2 attempts" in summary["reason"]
+    assert "no answer within 0.3s" in summary["reason"]
+
+
+def test_poison_records_are_isolated_and_the_rest_written(env: Path) -> None:
+    stub = KServeStub(poison=666.0)
+    with serve(stub) as url:
+        code, summary = run(
+            env,
+            url,
+            records=records(100, poison={7, 42}),
+            runner={"batchSize": 16, "maxFailedRecords": 2},
+        )
+    assert code == 0, summary
+    assert (summary["recordsWritten"], summary["recordsFailed"]) == (98, 2)
+    errors = rows(env / "out-errors")
+    assert sorted(e["id"] for e in errors) == ["k42", "k7"]
+    assert all("HTTP 400" in e["reason"] for e in errors)

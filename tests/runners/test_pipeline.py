@@ -1,0 +1,262 @@
+"""The streaming pipeline with a fake model client and the in-memory backend.
+
+Real: runners.pipeline (threads, queues, retries, chunk commits) and the
+memory backend (the storage reference). Faked: the model (a handler function
+in FakeModel) and time (backoff delays are recorded, not slept).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from fakes import FakeModel, echo
+from memory_backend import MemoryBackend, MemoryStore
+
+from contracts.config import RunnerTuning
+from runners.api import (
+    BatchRejected,
+    InputRecord,
+    Outcome,
+    Prediction,
+    RecordFailure,
+    RunContext,
+    TransientError,
+)
+from runners.pipeline import BudgetExceeded, Pipeline, Stats
+from runners.retry import Backoff, Stopped
+
+CTX = RunContext("uid-1", "job-1")
+
+
+class RecordingBackoff(Backoff):
+    """Backoff that records the delays it would wait and waits none."""
+
+    def __init__(self, max_attempts: int = 5) -> None:
+        super().__init__(initial=1.0, maximum=30.0, max_attempts=max_attempts)
+        object.__setattr__(self, "delays", [])
+
+    def delay(self, attempt: int, *, retry_after: float | None = None) -> float:
+        self.delays.append(super().delay(attempt, retry_after=retry_after))  # type: ignore[attr-defined]
+        return 0.0
+
+
+def run(
+    model: FakeModel,
+    *,
+    records: int,
+    store: MemoryStore | None = None,
+    backoff: Backoff | None = None,
+    stop: threading.Event | None = None,
+    **tuning: Any,
+) -> tuple[MemoryStore, Stats]:
+    store = store or MemoryStore()
+    store.inputs = [{"n": i, **({"poison": True} if i == 13 else {})} for i in range(records)]
+    backend = MemoryBackend(store)
+    stats = Stats()
+    pipeline = Pipeline(
+        backend.open_source({}, CTX),
+        backend.open_sink({"name": "out"}, CTX, role="output"),
+        backend.open_sink({"name": "err"}, CTX, role="errors"),
+        model,
+        RunnerTuning.model_validate({"progressIntervalSeconds": 60, **tuning}),
+        stats,
+        backoff=backoff or RecordingBackoff(),
+    )
+    if stop is not None:
+        pipeline.stop = stop
+    pipeline.run()
+    return store, stats
+
+
+def written_ids(store: MemoryStore, name: str = "out") -> list[str]:
+    chunks = store.chunks.get(name, {})
+    return [row["id"] for index in sorted(chunks) for row in chunks[index]]
+
+
+def test_writes_every_record_once_in_chunks() -> None:
+    store, stats = run(FakeModel(), records=95, chunkSize=10, batchSize=4)
+    assert written_ids(store) == [str(i) for i in range(95)]
+    assert sorted(store.chunks["out"]) == list(range(10))
+    assert (stats.read, stats.written, stats.chunks) == (95, 95, 10)
+    assert store.manifests["out"]["recordsWritten"] == 95
+
+
+def test_batches_respect_batch_size_and_chunk_boundaries() -> None:
+    model = FakeModel()
+    run(model, records=50, chunkSize=10, batchSize=4)
+    assert max(len(b) for b in model.batches) == 4
+    for batch in model.batches:
+        assert len({int(i) // 10 for i in batch}) == 1
+
+
+def test_requests_in_flight_never_exceed_concurrency() -> None:
+    gate = threading.Semaphore(0)
+
+    def slow(records: Sequence[InputRecord]) -> list[Outcome]:
+        gate.acquire(timeout=0.01)  # overlap requests without relying on timing
+        return echo(records)
+
+    model = FakeModel(slow)
+    run(model, records=400, chunkSize=50, batchSize=5, concurrency=3)
+    assert 1 <= model.peak <= 3
+
+
+def test_retries_transient_errors_honouring_retry_after() -> None:
+    calls: list[int] = []
+
+    def flaky(records: Sequence[InputRecord]) -> list[Outcome]:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise TransientError("HTTP 429", retry_after=7.0)
+        return echo(records)
+
+    backoff = RecordingBackoff()
+    store, stats = run(FakeModel(flaky), records=3, batchSize=10, concurrency=1, backoff=backoff)
+    assert written_ids(store) == ["0", "1", "2"]
+    assert backoff.delays == [7.0, 7.0]  # type: ignore[attr-defined]
+    assert stats.retried == 2
+
+
+def test_transient_errors_beyond_max_attempts_fail_the_records() -> None:
+    def down(records: Sequence[InputRecord]) -> list[Outcome]:
+        raise TransientError("HTTP 503")
+
+    with pytest.raises(BudgetExceeded, match="error budget exceeded: 2 failed"):
+        run(FakeModel(down), records=2, maxAttempts=3, backoff=RecordingBackoff(max_attempts=3))
+
+
+def test_poison_record_is_isolated_and_the_rest_written() -> None:
+    def picky(records: Sequence[InputRecord]) -> list[Outcome]:
+        if any(r.data.get("poison") for r in records):
+            raise BatchRejected("HTTP 400: bad input")
+        return echo(records)
+
+    store, stats = run(FakeModel(picky), records=30, chunkSize=10, batchSize=8, maxFailedRecords=1)
+    assert written_ids(store) == [str(i) for i in range(30) if i != 13]
+    errors = [row for chunk in store.chunks["err"].values() for row in chunk]
+    assert [(e["id"], e["reason"]) for e in errors] == [("13", "rejected: HTTP 400: bad input")]
+    assert (stats.written, stats.failed) == (29, 1)
+
+
+def test_record_failures_count_against_budget() -> None:
+    def half(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("nope") if int(r.id) % 2 else Prediction(1) for r in records]
+
+    with pytest.raises(BudgetExceeded, match="maxFailedRecords=3"):
+        run(FakeModel(half), records=20, chunkSize=4, maxFailedRecords=3)
+
+
+def test_failed_ratio_within_budget_passes() -> None:
+    def tenth(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("nope") if int(r.id) % 10 == 0 else Prediction(1) for r in records]
+
+    store, stats = run(FakeModel(tenth), records=100, chunkSize=10, maxFailedRatio=0.1)
+    assert (stats.written, stats.failed) == (90, 10)
+    assert "out" in store.manifests
+
+
+def test_budget_failure_does_not_commit_the_offending_chunk() -> None:
+    def bad_third_chunk(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("x") if 20 <= int(r.id) < 30 else Prediction(1) for r in records]
+
+    store = MemoryStore()
+    with pytest.raises(BudgetExceeded):
+        run(FakeModel(bad_third_chunk), records=50, chunkSize=10, concurrency=1, store=store)
+    assert sorted(store.chunks["out"]) == [0, 1]
+    assert "out" not in store.manifests
+
+
+def test_resume_skips_committed_chunks() -> None:
+    store = MemoryStore()
+    store.chunks["out"] = {0: [{"id": "old"}], 1: [{"id": "old"}]}
+    model = FakeModel()
+    store, stats = run(model, records=35, chunkSize=10, store=store)
+    seen = sorted(int(i) for batch in model.batches for i in batch)
+    assert seen == list(range(20, 35))
+    assert sorted(store.chunks["out"]) == [0, 1, 2, 3]
+    assert stats.chunks == 4 and stats.written == 15
+
+
+def test_resume_rewrites_stale_error_chunk_of_first_uncommitted_chunk() -> None:
+    store = MemoryStore()
+    store.chunks["out"] = {0: []}
+    store.chunks["err"] = {1: [{"id": "stale", "reason": "from the killed attempt"}]}
+    store, _ = run(FakeModel(), records=20, chunkSize=10, store=store)
+    assert store.chunks["err"][1] == []
+
+
+def test_stop_abandons_in_flight_chunk_and_keeps_committed_ones() -> None:
+    stop = threading.Event()
+
+    def stopping(records: Sequence[InputRecord]) -> list[Outcome]:
+        if int(records[0].id) >= 30:
+            stop.set()
+        return echo(records)
+
+    store = MemoryStore()
+    with pytest.raises(Stopped):
+        run(FakeModel(stopping), records=100, chunkSize=10, concurrency=1, store=store, stop=stop)
+    committed = sorted(store.chunks["out"])
+    assert committed == list(range(len(committed))) and 3 not in committed
+    assert all(len(store.chunks["out"][i]) == 10 for i in committed)
+    assert "out" not in store.manifests
+
+
+def test_unexpected_client_error_propagates() -> None:
+    def broken(records: Sequence[InputRecord]) -> list[Outcome]:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        run(FakeModel(broken), records=5)
+
+
+def test_wrong_number_of_outcomes_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="returned 0 outcomes"):
+        run(FakeModel(lambda records: []), records=3)
+
+
+class CountingSource:
+    """A source that measures how far reading runs ahead of the model and of the sink."""
+
+    def __init__(self, count: int, model: FakeModel, store: MemoryStore) -> None:
+        self.count, self.model, self.store = count, model, store
+        self.ahead_of_model = 0
+        self.ahead_of_sink = 0
+
+    def records(self, skip: int) -> Iterator[InputRecord]:
+        for position in range(skip, self.count):
+            predicted = self.model.sent
+            with self.store.lock:
+                written = sum(len(rows) for rows in self.store.chunks.get("out", {}).values())
+            self.ahead_of_model = max(self.ahead_of_model, position - predicted)
+            self.ahead_of_sink = max(self.ahead_of_sink, position - written)
+            yield InputRecord(position, str(position), {"n": position})
+
+    def total(self) -> int:
+        return self.count
+
+    def close(self) -> None:
+        pass
+
+
+def test_reading_stays_a_bounded_distance_ahead_of_model_and_sink() -> None:
+    store, model = MemoryStore(), FakeModel()
+    source = CountingSource(5_000, model, store)
+    backend = MemoryBackend(store)
+    tuning = RunnerTuning(chunk_size=100, batch_size=10, concurrency=2)
+    Pipeline(
+        source=source,
+        sink=backend.open_sink({"name": "out"}, CTX, role="output"),
+        error_sink=backend.open_sink({"name": "err"}, CTX, role="errors"),
+        client=model,
+        tuning=tuning,
+        stats=Stats(),
+        backoff=RecordingBackoff(),
+    ).run()
+    assert len(written_ids(store)) == 5_000
+    # Batches in flight (2 x concurrency) plus the one being filled, plus queued chunks.
+    assert source.ahead_of_model <= (2 * 2 + 1) * 10 + 100
+    assert source.ahead_of_sink <= 4 * 100 + (2 * 2 + 1) * 10

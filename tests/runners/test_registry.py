@@ -1,0 +1,152 @@
+"""The plugin registry, backoff and rate limiter, and progress lines.
+
+Real: runners.registry against the installed entry points (the editable
+install of this repo), runners.retry, runners.progress. Faked: entry points
+where a test needs a duplicate, module imports where a test needs a missing
+dependency, and clocks (no sleeping, no timed assertions).
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import threading
+from importlib import metadata
+from typing import Any
+
+import pytest
+
+from runners import registry
+from runners.api import ConfigError, TransientError
+from runners.progress import Progress
+from runners.retry import Backoff, RateLimiter, Stopped, call_with_retry
+from runners.storage.file import FileBackend
+
+
+def test_builtin_kinds_resolve_lazily_from_entry_points() -> None:
+    reg = registry.Registry(registry.STORAGE_GROUP)
+    assert {"file", "http", "krateo", "s3", "sql"} <= set(reg.names())
+    assert reg.load("file") is FileBackend
+
+
+def test_duplicate_entry_points_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
+    eps = [
+        metadata.EntryPoint("dup", "a.mod:A", registry.STORAGE_GROUP),
+        metadata.EntryPoint("dup", "b.mod:B", registry.STORAGE_GROUP),
+    ]
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: eps)
+    with pytest.raises(
+        ConfigError, match=r"'dup' is registered more than once .*a\.mod:A, b\.mod:B"
+    ):
+        registry.Registry(registry.STORAGE_GROUP).load("dup")
+
+
+def test_same_entry_point_seen_twice_is_not_a_duplicate(monkeypatch: pytest.MonkeyPatch) -> None:
+    ep = metadata.EntryPoint("file", "runners.storage.file:FileBackend", registry.STORAGE_GROUP)
+    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [ep, ep])
+    assert registry.Registry(registry.STORAGE_GROUP).load("file") is FileBackend
+
+
+def test_missing_optional_dependency_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_boto3(name: str) -> Any:
+        raise ModuleNotFoundError("No module named 'boto3'", name="boto3")
+
+    monkeypatch.setattr(registry.importlib, "import_module", no_boto3)
+    with pytest.raises(
+        ConfigError, match=r"needs the 'boto3' package: pip install 'longrun\[runner\]'"
+    ):
+        registry.Registry(registry.STORAGE_GROUP).load("s3")
+
+
+def test_unknown_name_lists_known_ones_and_the_group() -> None:
+    with pytest.raises(
+        ConfigError, match=r"no storage backend registered for 'nope' \(known: .*file"
+    ):
+        registry.Registry(registry.STORAGE_GROUP).load("nope")
+
+
+def test_register_replaces_and_unregister_restores() -> None:
+    reg = registry.Registry(registry.STORAGE_GROUP)
+    reg.register("file", dict)
+    assert reg.load("file") is dict
+    reg.unregister("file")
+    assert reg.load("file") is FileBackend
+
+
+def test_env_hook_registers_module_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(
+        registry.PLUGINS_ENV, "longrun.storage:local=runners.storage.file:FileBackend"
+    )
+    assert registry.Registry(registry.STORAGE_GROUP).load("local") is FileBackend
+
+
+def test_malformed_env_hook_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(registry.PLUGINS_ENV, "local=FileBackend")
+    with pytest.raises(ConfigError, match="is not 'group:name=module:Class'"):
+        registry.Registry(registry.STORAGE_GROUP).load("local")
+
+
+def test_backoff_is_full_jitter_below_the_exponential_cap() -> None:
+    backoff = Backoff(initial=0.5, maximum=4.0, max_attempts=9, rng=random.Random(1))
+    for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (8, 4.0)]:
+        delays = [backoff.delay(attempt) for _ in range(200)]
+        assert all(0 <= d <= cap for d in delays)
+        assert max(delays) > cap / 2  # spread, not a constant
+
+
+def test_retry_after_wins_but_is_capped() -> None:
+    backoff = Backoff(initial=0.5, maximum=10.0)
+    assert backoff.delay(1, retry_after=3.0) == 3.0
+    assert backoff.delay(1, retry_after=3600.0) == 10.0
+
+
+def test_call_with_retry_gives_up_after_max_attempts() -> None:
+    calls: list[int] = []
+
+    def failing() -> None:
+        calls.append(1)
+        raise TransientError("503", retry_after=0)
+
+    with pytest.raises(TransientError):
+        call_with_retry(failing, backoff=Backoff(max_attempts=3), stop=threading.Event())
+    assert len(calls) == 3
+
+
+def test_call_with_retry_stops_when_stop_is_set() -> None:
+    stop = threading.Event()
+    stop.set()
+
+    def failing() -> None:
+        raise TransientError("503")
+
+    with pytest.raises(Stopped):
+        call_with_retry(failing, backoff=Backoff(initial=100), stop=stop)
+
+
+class RecordingEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout or 0.0)
+        return False
+
+
+def test_rate_limiter_spaces_requests_by_the_interval() -> None:
+    now = [100.0]
+    limiter = RateLimiter(4.0, clock=lambda: now[0])
+    stop = RecordingEvent()
+    for _ in range(3):
+        limiter.acquire(stop)
+    assert stop.waits == [0.25, 0.5]
+
+
+def test_progress_line_has_count_rate_and_eta() -> None:
+    now = [0.0]
+    progress = Progress(
+        interval=1, total=1000, done_before=100, stream=io.StringIO(), clock=lambda: now[0]
+    )
+    progress.add(300)
+    now[0] = 10.0
+    assert progress.line() == "progress: records=400 rate=30.0/s total=1000 eta=20s"

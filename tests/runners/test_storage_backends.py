@@ -1,0 +1,320 @@
+"""Every storage backend against the shared contract suite (storage_contract.py).
+
+Real: the in-memory reference backend, local files (JSONL and CSV), SQLite
+files, the local PostgreSQL and MariaDB servers (unique tables, dropped after),
+moto's S3 server on 127.0.0.1, and a stdlib HTTP server on 127.0.0.1 that
+de-duplicates chunks like the docs require of HTTP receivers (also standing in
+for Krateo's finops-database-handler). Faked: nothing inside the backends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from http_stub import Receiver, serve
+from memory_backend import MemoryBackend, MemoryStore
+from runner_stores import drop_tables, s3_client
+from storage_contract import CTX, StorageContract, rows_by_chunk
+
+from contracts.storage import FileStorage, HttpStorage, KrateoStorage, S3Storage, SqlStorage
+from runners.api import RunContext, Sink, Source
+from runners.formats import decode_chunk
+from runners.storage.file import FileBackend
+from runners.storage.http import HttpBackend
+from runners.storage.krateo import KrateoBackend
+from runners.storage.s3 import S3Backend
+from runners.storage.sql import SqlBackend
+
+
+class MemoryHarness:
+    discovers_commits = True
+    has_manifest = True
+
+    def __init__(self) -> None:
+        self.store = MemoryStore()
+        self.backend = MemoryBackend(self.store)
+
+    def sink(self, role: str = "output") -> Sink:
+        return self.backend.open_sink({"name": role}, CTX, role=role)
+
+    def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
+        return dict(self.store.chunks.get(role, {}))
+
+    def manifest(self, role: str = "output") -> dict[str, Any] | None:
+        return self.store.manifests.get(role)
+
+    def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
+        self.store.inputs, self.store.id_field = records, id_field
+        return self.backend.open_source({}, CTX)
+
+
+class FileHarness:
+    discovers_commits = True
+    has_manifest = True
+
+    def __init__(self, root: Path, fmt: str) -> None:
+        self.root, self.fmt = root, fmt
+
+    def _settings(self, role: str) -> FileStorage:
+        return FileStorage(path=str(self.root / role), format=self.fmt)  # type: ignore[arg-type]
+
+    def sink(self, role: str = "output") -> Sink:
+        return FileBackend().open_sink(self._settings(role), CTX, role=role)
+
+    def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
+        found = {}
+        for path in sorted((self.root / role).glob(f"part-*.{self.fmt}")):
+            found[int(path.name[5:11])] = decode_chunk(path.read_bytes(), fmt=self.fmt)
+        return found
+
+    def manifest(self, role: str = "output") -> dict[str, Any] | None:
+        path = self.root / role / "_SUCCESS"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
+        path = self.root / f"input.{self.fmt}"
+        with path.open("w") as handle:
+            if self.fmt == "csv":
+                handle.write(",".join(records[0]) + "\n")
+                handle.writelines(",".join(str(v) for v in r.values()) + "\n" for r in records)
+            else:
+                handle.writelines(json.dumps(r) + "\n" for r in records)
+        return FileBackend().open_source(FileStorage(path=str(path), id_field=id_field), CTX)
+
+
+class SqlHarness:
+    discovers_commits = True
+    has_manifest = True
+
+    def __init__(self, url: str, table: str) -> None:
+        self.url, self.table = url, table
+
+    def sink(self, role: str = "output") -> Sink:
+        return SqlBackend().open_sink(
+            SqlStorage(url=self.url, table=f"{self.table}_{role}"), CTX, role=role
+        )
+
+    def _query(self, sql: str) -> list[dict[str, Any]]:
+        engine = sa.create_engine(self.url)
+        try:
+            with engine.connect() as conn:
+                if not sa.inspect(conn).has_table(sql.split()[-1]):
+                    return []
+                return [dict(r._mapping) for r in conn.execute(sa.text(sql))]
+        finally:
+            engine.dispose()
+
+    def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
+        rows = self._query(f"SELECT * FROM {self.table}_{role}")
+        return rows_by_chunk(iter({**r, "id": r["record_id"]} for r in rows))
+
+    def manifest(self, role: str = "output") -> dict[str, Any] | None:
+        rows = self._query(f"SELECT chunk, manifest FROM {self.table}_{role}_chunks")
+        found = [r["manifest"] for r in rows if r["chunk"] == -1]
+        return json.loads(found[0]) if found else None
+
+    def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
+        engine = sa.create_engine(self.url)
+        meta = sa.MetaData()
+        columns = [
+            sa.Column(k, sa.String(64) if isinstance(v, str) else sa.Integer)
+            for k, v in records[0].items()
+        ]
+        # A primary key gives the table a stable order when there is no id field.
+        pk = sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True)
+        table = sa.Table(f"{self.table}_in", meta, pk, *columns)
+        try:
+            meta.create_all(engine)
+            with engine.begin() as conn:
+                conn.execute(sa.insert(table), records)
+        finally:
+            engine.dispose()
+        settings = SqlStorage(url=self.url, table=table.name, id_field=id_field)
+        return SqlBackend().open_source(settings, CTX)
+
+
+class S3Harness:
+    discovers_commits = True
+    has_manifest = True
+
+    def __init__(self, endpoint: str, bucket: str) -> None:
+        self.endpoint, self.bucket = endpoint, bucket
+
+    def _settings(self, **extra: Any) -> S3Storage:
+        return S3Storage(
+            bucket=self.bucket, endpoint_url=self.endpoint, force_path_style=True, **extra
+        )
+
+    def sink(self, role: str = "output") -> Sink:
+        return S3Backend().open_sink(self._settings(prefix=f"out/{role}"), CTX, role=role)
+
+    def _get(self, key: str) -> bytes | None:
+        client = s3_client(self.endpoint)
+        try:
+            return client.get_object(Bucket=self.bucket, Key=key)["Body"].read()  # type: ignore[no-any-return]
+        except client.exceptions.NoSuchKey:
+            return None
+        finally:
+            client.close()
+
+    def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
+        client = s3_client(self.endpoint)
+        try:
+            listed = client.list_objects_v2(Bucket=self.bucket, Prefix=f"out/{role}/part-")
+            keys = [item["Key"] for item in listed.get("Contents", [])]
+        finally:
+            client.close()
+        return {
+            int(k.rsplit("-", 1)[1][:6]): decode_chunk(self._get(k) or b"", fmt="jsonl")
+            for k in keys
+        }
+
+    def manifest(self, role: str = "output") -> dict[str, Any] | None:
+        body = self._get(f"out/{role}/_SUCCESS")
+        return json.loads(body) if body else None
+
+    def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
+        client = s3_client(self.endpoint)
+        half = len(records) // 2
+        for i, part in enumerate((records[:half], records[half:])):
+            body = "".join(json.dumps(r) + "\n" for r in part).encode()
+            client.put_object(Bucket=self.bucket, Key=f"in/part-{i}.jsonl", Body=body)
+        client.close()
+        return S3Backend().open_source(self._settings(prefix="in/", id_field=id_field), CTX)
+
+
+class HttpHarness:
+    discovers_commits = False
+    has_manifest = False
+
+    def __init__(self, url: str, receiver: Receiver) -> None:
+        self.url, self.receiver = url, receiver
+
+    def sink(self, role: str = "output") -> Sink:
+        return HttpBackend().open_sink(HttpStorage(url=f"{self.url}/out"), CTX, role=role)
+
+    def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
+        return {
+            key[2]: body["records"]
+            for key, body in self.receiver.chunks.items()
+            if key[3] == role and isinstance(key[2], int)
+        }
+
+    def manifest(self, role: str = "output") -> dict[str, Any] | None:
+        return None
+
+    def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
+        self.receiver.records, self.receiver.page_size = records, 3
+        settings = HttpStorage.model_validate(
+            {
+                "url": f"{self.url}/in",
+                "recordsPath": "data.items",
+                "idField": id_field,
+                "pagination": {"mode": "offset", "pageSize": 3, "sizeParam": "limit"},
+            }
+        )
+        return HttpBackend().open_source(settings, CTX)
+
+
+class KrateoHarness(HttpHarness):
+    def __init__(self, url: str, receiver: Receiver, secrets: Path) -> None:
+        super().__init__(url, receiver)
+        endpoint = secrets / "finops-endpoint"
+        endpoint.mkdir(parents=True, exist_ok=True)
+        (endpoint / "server-url").write_text(url)
+        (endpoint / "token").write_text("s3cr3t")
+        self.ctx = RunContext(CTX.run_uid, CTX.job_name, CTX.parameters, str(secrets))
+
+    def _settings(self, path: str) -> KrateoStorage:
+        return KrateoStorage.model_validate(
+            {
+                "api": {
+                    "endpointRef": {"name": "finops-endpoint", "namespace": "elsewhere"},
+                    "path": path,
+                }
+            }
+        )
+
+    def sink(self, role: str = "output") -> Sink:
+        return KrateoBackend().open_sink(self._settings("/compute/output"), self.ctx, role=role)
+
+    def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
+        field = "errors" if role == "errors" else "predictions"
+        return {
+            key[2]: body[field]
+            for key, body in self.receiver.chunks.items()
+            if field in body and isinstance(key[2], int)
+        }
+
+    def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source | None:
+        if id_field is not None:
+            return None
+        self.receiver.records = records
+        return KrateoBackend().open_source(self._settings("/compute/input"), self.ctx)
+
+
+class TestMemoryBackend(StorageContract):
+    @pytest.fixture
+    def harness(self) -> MemoryHarness:
+        return MemoryHarness()
+
+
+class TestFileBackendJsonl(StorageContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> FileHarness:
+        return FileHarness(tmp_path, "jsonl")
+
+
+class TestFileBackendCsv(StorageContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> FileHarness:
+        return FileHarness(tmp_path, "csv")
+
+
+class TestSqliteBackend(StorageContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path, table_name: str) -> SqlHarness:
+        return SqlHarness(f"sqlite:///{tmp_path / 'db.sqlite'}", table_name)
+
+
+@pytest.mark.requires_service
+class TestPostgresBackend(StorageContract):
+    @pytest.fixture
+    def harness(self, postgres_url: str, table_name: str) -> Iterator[SqlHarness]:
+        yield SqlHarness(postgres_url, table_name)
+        drop_tables(postgres_url, table_name)
+
+
+@pytest.mark.requires_service
+class TestMariadbBackend(StorageContract):
+    @pytest.fixture
+    def harness(self, mariadb_url: str, table_name: str) -> Iterator[SqlHarness]:
+        yield SqlHarness(mariadb_url, table_name)
+        drop_tables(mariadb_url, table_name)
+
+
+class TestS3Backend(StorageContract):
+    @pytest.fixture
+    def harness(self, moto_endpoint: str, s3_bucket: str) -> S3Harness:
+        return S3Harness(moto_endpoint, s3_bucket)
+
+
+class TestHttpBackend(StorageContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[HttpHarness]:
+        receiver = Receiver()
+        with serve(receiver) as url:
+            yield HttpHarness(url, receiver)
+
+
+class TestKrateoBackend(StorageContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> Iterator[KrateoHarness]:
+        receiver = Receiver()
+        with serve(receiver) as url:
+            yield KrateoHarness(url, receiver, tmp_path / "secrets")
