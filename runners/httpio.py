@@ -10,13 +10,12 @@ error rules, and backends must not import each other. The rules:
 
 from __future__ import annotations
 
-import email.utils
-import time
 from typing import Any
 
 import requests
 
 from runners.api import ConfigError, TransientError
+from runners.retry import retry_after
 
 
 def new_session(headers: dict[str, str], *, verify: bool | str = True) -> requests.Session:
@@ -25,21 +24,6 @@ def new_session(headers: dict[str, str], *, verify: bool | str = True) -> reques
     session.headers.update(headers)
     session.verify = verify
     return session
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or HTTP date), else None."""
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(when.timestamp() - time.time(), 0.0)
 
 
 def send(

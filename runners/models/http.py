@@ -10,6 +10,9 @@ server, on a busy 2-core VM: http.client ~300 us, urllib3 ~450 us, a requests ad
 Rules the clients rely on (they never retry themselves; the pipeline does):
 - connection errors, timeouts, 408, 429 and 5xx raise TransientError, with `retry_after` from a
   Retry-After header (seconds or an HTTP date);
+- 401, 403 and 404, and a TLS certificate we do not trust, raise ConfigError: they blame the
+  endpoint or its credentials, so the run stops (exit 2) with a hint instead of failing every
+  record one request at a time;
 - any other status outside 2xx raises BatchRejected with a short reason (at most ~200 characters
   of what the server said, never request headers);
 - a 2xx body that is not JSON raises TransientError: it is what proxies and ingresses send (an
@@ -26,17 +29,16 @@ import json
 import re
 import ssl
 import threading
-import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from contracts.model import ModelEndpoint
-from runners.api import BatchRejected, RunContext, TransientError
+from runners.api import BatchRejected, ConfigError, RunContext, TransientError
 from runners.models.common import auth_header, ca_file, is_insecure
+from runners.retry import retry_after
 
 REASON_LIMIT = 200
 # Errors meaning "the server closed this kept-alive connection": safe to re-send once.
@@ -216,24 +218,6 @@ def _proxy_for(scheme: str, host: str) -> tuple[str, int] | None:
     return parts.hostname or "", parts.port or 3128
 
 
-def retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delta-seconds or an HTTP date; else None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
 def short_reason(body: bytes) -> str:
     """What the server said, in one line of at most REASON_LIMIT characters."""
     text = body.decode("utf-8", errors="replace")
@@ -250,8 +234,17 @@ def short_reason(body: bytes) -> str:
     return text if len(text) <= REASON_LIMIT else text[: REASON_LIMIT - 3] + "..."
 
 
+# Statuses that blame the endpoint, not a record: no retry and no per-record isolation can fix
+# them, so the run stops with exit 2 (bad configuration) and says what to check.
+ENDPOINT_HINTS = {
+    401: "check the token Secret in model.auth",
+    403: "check the token Secret in model.auth and what that key may access",
+    404: "check model.url and model.name",
+}
+
+
 def check_status(response: HttpResponse, *, what: str) -> None:
-    """Raise TransientError or BatchRejected unless the status is 2xx."""
+    """Raise TransientError, ConfigError or BatchRejected unless the status is 2xx."""
     status = response.status
     if 200 <= status < 300:
         return
@@ -262,6 +255,8 @@ def check_status(response: HttpResponse, *, what: str) -> None:
     if status in (408, 429) or status >= 500:
         wait = retry_after(response.headers.get("retry-after"))
         raise HttpUnavailable(reason, status=status, retry_after=wait)
+    if status in ENDPOINT_HINTS:
+        raise ConfigError(f"{reason} ({ENDPOINT_HINTS[status]})")
     if 300 <= status < 400:
         location = response.headers.get("location", "?")
         reason += f" (redirected to {location[:REASON_LIMIT]}; set model.url to that address)"
@@ -317,7 +312,7 @@ class HttpClient:
         except TimeoutError:
             raise TransientError(f"{what}: no answer within {self._timeout:g}s") from None
         except ssl.SSLCertVerificationError as exc:
-            raise BatchRejected(
+            raise ConfigError(
                 f"{what}: TLS certificate not trusted ({exc.verify_message}); "
                 "set model.tls.caSecretRef to the CA that signed it"
             ) from None

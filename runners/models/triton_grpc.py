@@ -52,6 +52,12 @@ CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", _UNLIMITED),
 )
 # Worth retrying: the server is down, overloaded, slow, or failed inside (like HTTP 5xx).
+# Codes that blame the endpoint, not a record: exit 2 with what to check (see models/http.py).
+ENDPOINT_CODES = {
+    grpc.StatusCode.UNAUTHENTICATED: "check the token Secret in model.auth",
+    grpc.StatusCode.PERMISSION_DENIED: "check the token Secret in model.auth",
+    grpc.StatusCode.NOT_FOUND: "check model.url and model.name",
+}
 TRANSIENT_CODES = frozenset(
     {
         grpc.StatusCode.UNAVAILABLE,
@@ -167,6 +173,8 @@ class TritonGrpcClient:
             reason = f"triton-grpc ModelInfer: {code.name}: {details}"[:300]
             if code in TRANSIENT_CODES:
                 raise TransientError(reason) from None
+            if code in ENDPOINT_CODES:
+                raise ConfigError(f"{reason} ({ENDPOINT_CODES[code]})") from None
             raise BatchRejected(reason) from None
 
     def close(self) -> None:

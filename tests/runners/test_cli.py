@@ -21,7 +21,7 @@ from memory_backend import MemoryBackend, MemoryStore
 
 from contracts.contract import SUMMARY_MAX_BYTES
 from runners import cli, registry
-from runners.api import InputRecord, Outcome, Prediction, RecordFailure
+from runners.api import ConfigError, InputRecord, Outcome, Prediction, RecordFailure
 
 
 @pytest.fixture
@@ -135,6 +135,20 @@ def test_missing_secret_exits_2_naming_the_reference(
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("longrun-runner: contract input.sql.urlSecretRef: Secret 'db' key 'url'")
+
+
+def test_a_model_that_refuses_the_credentials_stops_the_run_with_exit_2(
+    env: Path, model: FakeModel, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def refused(records: Sequence[InputRecord]) -> list[Outcome]:
+        raise ConfigError("kserve-v2: HTTP 401: bad key (check the token Secret in model.auth)")
+
+    model.handler = refused
+    code, summary = run_cli(env, contract())
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "HTTP 401: bad key (check the token Secret in model.auth)" in err
+    assert summary is not None and "HTTP 401" in summary["reason"]
 
 
 def test_unexpected_exception_exits_1_with_cause(

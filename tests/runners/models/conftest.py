@@ -2,7 +2,7 @@
 
 Faked: Secrets, as files under a temporary `secretsDir`. Real: the TLS certificate (made by the
 `openssl` CLI), local HTTP servers (`model_fakes.LocalServer`), and the session-scoped model
-servers of `e2e.peers.fixtures`, imported here for the real-server tests.
+servers of `e2e.peers.fixtures` (registered in tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,26 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from e2e.peers.fixtures import (
-    kserve_server,
-    llama_chat_server,
-    llama_embeddings_server,
-    mlserver_server,
-    triton_server,
-)
 from runners.api import RunContext
 
 # Test modules import their fakes by this unique top-level name (pytest runs with importlib).
 sys.path.insert(0, str(Path(__file__).parent))
 from model_fakes import Answer, Certificate, LocalServer, handler_class
-
-__all__ = [
-    "kserve_server",
-    "llama_chat_server",
-    "llama_embeddings_server",
-    "mlserver_server",
-    "triton_server",
-]
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from runners.models.http import (
     ConnectionPool,
     HttpClient,
     HttpResponse,
-    retry_after,
     short_reason,
 )
+from runners.retry import retry_after
 
 OK = {"ok": True}
 
@@ -78,7 +78,7 @@ def test_transient_error_carries_retry_after(ctx: RunContext) -> None:
     assert caught.value.retry_after == 12.0
 
 
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 413, 422])
+@pytest.mark.parametrize("status", [400, 405, 413, 422])
 def test_maps_other_client_errors_to_batch_rejected(status: int, ctx: RunContext) -> None:
     fake = FakeTransport(lambda _: reply(b"<html>" + b"no " * 500, status=status))
     client = HttpClient(endpoint("kserve-v1"), ctx, transport=fake)
@@ -86,6 +86,21 @@ def test_maps_other_client_errors_to_batch_rejected(status: int, ctx: RunContext
         client.send("POST", "http://model:8080/x", body=b"{}", what="test")
     assert f"HTTP {status}" in str(caught.value)
     assert len(str(caught.value)) < REASON_LIMIT + 40
+
+
+@pytest.mark.parametrize(
+    ("status", "hint"),
+    [(401, "model.auth"), (403, "model.auth"), (404, "model.url and model.name")],
+)
+def test_statuses_that_blame_the_endpoint_are_config_errors_with_a_hint(
+    status: int, hint: str, ctx: RunContext
+) -> None:
+    fake = FakeTransport(lambda _: reply({"error": "nope"}, status=status))
+    client = HttpClient(endpoint("kserve-v1"), ctx, transport=fake)
+    with pytest.raises(ConfigError) as caught:
+        client.send("POST", "http://model:8080/x", body=b"{}", what="test")
+    assert f"HTTP {status}: nope" in str(caught.value)
+    assert hint in str(caught.value)
 
 
 def test_redirect_is_rejected_with_where_it_points(ctx: RunContext) -> None:
@@ -136,7 +151,7 @@ def test_error_reason_never_contains_the_key(
     auth = {"secret_ref": {"name": "model-key", "key": "token"}}
     fake = FakeTransport(lambda _: reply({"error": "bad key"}, status=401))
     client = HttpClient(endpoint("kserve-v1", auth=auth), ctx, transport=fake)
-    with pytest.raises(BatchRejected) as caught:
+    with pytest.raises(ConfigError) as caught:
         client.send("POST", "http://model:8080/x", body=b"{}", what="test")
     assert "s3cr3t" not in str(caught.value)
 
@@ -243,14 +258,14 @@ def test_https_trusts_the_ca_from_the_secret(
         client.close()
 
 
-def test_https_rejects_an_unknown_ca(
+def test_https_with_an_unknown_ca_is_a_config_error(
     ctx: RunContext, local_server: Callable[..., LocalServer], certificate: Certificate
 ) -> None:
     server = local_server(json_answer(OK), tls=certificate)
     url = f"https://localhost:{server.port}"
     client = client_for(url, ctx)
     try:
-        with pytest.raises(BatchRejected, match="caSecretRef"):
+        with pytest.raises(ConfigError, match="caSecretRef"):
             client.post_json(f"{url}/x", b"{}", what="test")
     finally:
         client.close()

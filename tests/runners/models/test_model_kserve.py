@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -317,3 +318,22 @@ def test_close_closes_the_transport(ctx: RunContext) -> None:
     fake = FakeTransport(reply)
     KServeV1Client(endpoint("kserve-v1"), ctx, transport=fake).close()
     assert fake.closed
+
+
+def test_the_input_id_field_is_not_sent_as_a_feature(ctx: RunContext) -> None:
+    keyed = replace(ctx, id_field="id")
+    rows = records({"id": 7, "a": 1.0, "b": 2.0}, {"id": 8, "a": 3.0, "b": 4.0})
+    v1 = FakeTransport(lambda _: reply({"predictions": [0, 1]}))
+    KServeV1Client(endpoint("kserve-v1"), keyed, transport=v1).predict(rows)
+    assert v1.sent[0].json() == {"instances": [[1.0, 2.0], [3.0, 4.0]]}
+    v2 = FakeTransport(lambda _: v2_answer([0, 1], shape=[2]))
+    KServeV2Client(endpoint("kserve-v2", binary_data=False), keyed, transport=v2).predict(rows)
+    assert v2.sent[0].json()["inputs"][0]["data"] == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_the_id_field_is_sent_when_named_in_input_fields(ctx: RunContext) -> None:
+    keyed = replace(ctx, id_field="id")
+    fake = FakeTransport(lambda _: reply({"predictions": [0]}))
+    model = endpoint("kserve-v1", input_fields=["id", "a"])
+    KServeV1Client(model, keyed, transport=fake).predict(records({"id": 7, "a": 1.0, "b": 2.0}))
+    assert fake.sent[0].json() == {"instances": [[7, 1.0]]}

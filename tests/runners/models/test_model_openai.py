@@ -14,7 +14,13 @@ from typing import Any
 import pytest
 from model_fakes import FakeTransport, Sent, endpoint, records, reply
 
-from runners.api import BatchRejected, Prediction, RecordFailure, RunContext, TransientError
+from runners.api import (
+    ConfigError,
+    Prediction,
+    RecordFailure,
+    RunContext,
+    TransientError,
+)
 from runners.models.http import HttpResponse
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient, api_url
 
@@ -120,9 +126,9 @@ def test_chat_fails_only_the_record_the_server_refuses(ctx: RunContext) -> None:
     assert "HTTP 400: context length exceeded" in outcomes[0].reason
 
 
-def test_chat_rejects_the_batch_when_the_key_is_refused(ctx: RunContext) -> None:
+def test_chat_stops_the_run_when_the_key_is_refused(ctx: RunContext) -> None:
     fake = FakeTransport(lambda _: reply({"error": "invalid api key"}, status=401))
-    with pytest.raises(BatchRejected, match="HTTP 401"):
+    with pytest.raises(ConfigError, match="HTTP 401"):
         ChatClient(endpoint("openai-chat"), ctx, transport=fake).predict(records({"prompt": "x"}))
 
 
@@ -204,7 +210,7 @@ def test_completions_keeps_lists_once_they_worked(ctx: RunContext) -> None:
 def test_completions_does_not_fall_back_when_the_key_is_refused(ctx: RunContext) -> None:
     fake = FakeTransport(lambda _: reply({"error": "no"}, status=403))
     client = CompletionsClient(endpoint("openai-completions"), ctx, transport=fake)
-    with pytest.raises(BatchRejected, match="HTTP 403"):
+    with pytest.raises(ConfigError, match="HTTP 403"):
         client.predict(records({"prompt": "a"}, {"prompt": "b"}))
     assert len(fake.sent) == 1
 

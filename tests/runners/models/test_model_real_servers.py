@@ -17,7 +17,14 @@ import pytest
 from model_fakes import endpoint, iris, records
 
 from e2e.peers.server import PeerServer
-from runners.api import BatchRejected, ModelClient, Outcome, Prediction, RecordFailure, RunContext
+from runners.api import (
+    ConfigError,
+    ModelClient,
+    Outcome,
+    Prediction,
+    RecordFailure,
+    RunContext,
+)
 from runners.models.kserve import KServeV1Client, KServeV2Client
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient
 from runners.models.triton_grpc import TritonGrpcClient
@@ -84,8 +91,8 @@ def test_kserve_v2_fails_only_non_numeric_records(kserve_server: PeerServer, pre
     assert outcomes[2] == Prediction(2)
 
 
-def test_kserve_unknown_model_rejects_the_batch(kserve_server: PeerServer, predict: Any) -> None:
-    with pytest.raises(BatchRejected, match="HTTP 404"):
+def test_kserve_unknown_model_stops_the_run(kserve_server: PeerServer, predict: Any) -> None:
+    with pytest.raises(ConfigError, match=r"HTTP 404.*model\.name"):
         predict(KServeV2Client, "kserve-v2", kserve_server.http_url, name="no-such-model")
 
 
