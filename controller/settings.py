@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-DEFAULT_IMAGE = "ghcr.io/longrun/runner:latest"
+DEFAULT_IMAGE = "ghcr.io/longrun-dev/longrun-runner:latest"  # docker/runner.Dockerfile
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h)?)+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
