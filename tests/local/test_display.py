@@ -1,0 +1,59 @@
+"""What `longrun run` shows: the runner's progress lines as a bar on a TTY, plain lines otherwise.
+
+Real: the runner's own progress reporter (`runners.progress.Progress`) produces the lines, so the
+format the two sides share is tested as it is. Faked: the terminal (a StringIO told it is a TTY)
+and the runner's clock.
+"""
+
+from __future__ import annotations
+
+import io
+
+from controller.local.display import Console, parse_progress
+from runners.progress import Progress
+
+
+def runner_line(*, done: int, total: int | None, seconds: float) -> str:
+    times = iter([0.0, seconds])
+    progress = Progress(total=total, interval=1.0, clock=lambda: next(times))
+    progress.add(done)
+    return progress.line()
+
+
+def test_the_runners_progress_line_parses_with_total_rate_and_eta() -> None:
+    parsed = parse_progress(runner_line(done=40, total=100, seconds=2.0))
+    assert parsed is not None
+    assert (parsed.records, parsed.total, parsed.rate, parsed.eta) == (40, 100, 20.0, "3s")
+
+
+def test_a_tty_shows_a_redrawn_bar_with_done_total_rate_and_eta() -> None:
+    out = io.StringIO()
+    console = Console(out, tty=True)
+    console.on_line("stderr", runner_line(done=50, total=100, seconds=5.0))
+    console.on_line("stderr", runner_line(done=100, total=100, seconds=10.0))
+    console.done()
+    text = out.getvalue()
+    assert "[###############...............] 50/100 records (50%) 10.0/s ETA 5s" in text
+    assert "[##############################] 100/100 records (100%) 10.0/s" in text
+    assert "\r" in text  # the bar is redrawn in place, not printed line after line
+    assert text.endswith("\n")
+
+
+def test_without_a_tty_each_report_is_one_plain_line() -> None:
+    out = io.StringIO()
+    console = Console(out, tty=False)
+    console.on_line("stderr", runner_line(done=7, total=None, seconds=1.0))
+    console.on_line("stderr", "longrun-runner: chunk 0 committed")
+    assert out.getvalue().splitlines() == [
+        "longrun: 7 records 7.0/s",
+        "longrun-runner: chunk 0 committed",
+    ]
+
+
+def test_log_lines_above_the_bar_keep_the_bar_drawn() -> None:
+    out = io.StringIO()
+    console = Console(out, tty=True)
+    console.on_line("stderr", runner_line(done=1, total=4, seconds=1.0))
+    console.on_line("stderr", "a log line")
+    assert out.getvalue().endswith("a log line\n[#######.......................] "
+                                   "1/4 records (25%) 1.0/s ETA 3s")  # fmt: skip
