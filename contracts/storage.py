@@ -245,10 +245,39 @@ class FileStorage(Schema):
         description="csv or jsonl. Default: from the extension, else jsonl.",
     )
     id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
-    volume: Annotated[str, StringConstraints(max_length=253)] | None = Field(
+    volume: ObjectName | None = Field(
         default=None,
-        description="Name of a PersistentVolumeClaim to mount so that `path` exists in the pod.",
+        description=(
+            "Name of a PersistentVolumeClaim (in the run's namespace) that the controller mounts "
+            "into the runner pod at `mountPath`, so that `path` exists there."
+        ),
     )
+    mount_path: Annotated[str, StringConstraints(pattern=r"^/.*", max_length=4096)] | None = Field(
+        default=None,
+        description=(
+            "Where `volume` is mounted. Default: the first directory of `path` "
+            "(/data for /data/in.jsonl)."
+        ),
+    )
+
+    def volume_mount_path(self) -> str | None:
+        """Where `volume` is mounted in the pod (None without a volume)."""
+        if self.volume is None:
+            return None
+        if self.mount_path is not None:
+            return self.mount_path
+        return "/" + self.path.strip("/").split("/", 1)[0]
+
+    @model_validator(mode="after")
+    def _volume_needs_absolute_path(self) -> FileStorage:
+        if self.volume is None:
+            return self
+        if not self.path.startswith("/"):
+            raise ValueError(f"path: {self.path!r} must be absolute when volume is set")
+        mount = (self.volume_mount_path() or "").rstrip("/")
+        if not self.path.startswith(mount + "/"):
+            raise ValueError(f"path: {self.path!r} is not below mountPath {mount!r}")
+        return self
 
 
 BUILTIN_KINDS: dict[str, type[Schema]] = {

@@ -195,7 +195,7 @@ def runner_env(resolved: Resolved) -> list[Manifest]:
 
 
 def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifest]]:
-    """Pod volumes and runner mounts: contract (read-only), /tmp, one per Secret."""
+    """Pod volumes and runner mounts: contract (read-only), /tmp, claims, one per Secret."""
     config_map = names.config_map_name(resolved.run.name)
     volumes: list[Manifest] = [
         {
@@ -224,6 +224,11 @@ def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifes
                 "readOnly": True,
             }
         )
+    for claim, mount_path, read_only in claim_mounts(resolved.config_spec):
+        volume = names.claim_volume_name(claim)
+        if all(v["name"] != volume for v in volumes):
+            volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
+        mounts.append({"name": volume, "mountPath": mount_path, "readOnly": read_only})
     for secret in secret_names(resolved.config_spec):
         volume = names.secret_volume_name(secret)
         volumes.append({"name": volume, "secret": {"secretName": secret, "defaultMode": 0o440}})
@@ -235,6 +240,23 @@ def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifes
             }
         )
     return volumes, mounts
+
+
+def claim_mounts(spec: InferenceConfigSpec) -> list[tuple[str, str, bool]]:
+    """(claim, mountPath, readOnly) for the file storages' volumes, one per distinct pair.
+
+    A mount is read-only when only the input uses it: the runner never writes there.
+    """
+    writable: dict[tuple[str, str], bool] = {}
+    storages = (("input", spec.storage.input), ("output", spec.storage.output))
+    for role, storage in (*storages, ("errors", spec.storage.errors)):
+        file = storage.file if storage is not None else None
+        mount_path = file.volume_mount_path() if file is not None else None
+        if file is None or file.volume is None or mount_path is None:
+            continue
+        key = (file.volume, mount_path)
+        writable[key] = writable.get(key, False) or role != "input"
+    return [(claim, path, not rw) for (claim, path), rw in sorted(writable.items())]
 
 
 def _resources(spec: InferenceConfigSpec) -> Manifest:

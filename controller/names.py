@@ -66,6 +66,11 @@ def secret_volume_name(secret_name: str) -> str:
     return fit(f"secret-{secret_name}".replace(".", "-"), LABEL_VALUE_MAX)
 
 
+def claim_volume_name(claim: str) -> str:
+    """A pod volume name (a DNS label) for a mounted PersistentVolumeClaim."""
+    return fit(f"data-{claim}".replace(".", "-"), LABEL_VALUE_MAX)
+
+
 def run_key(namespace: str, name: str) -> str:
     """The work-queue key of a run."""
     return f"{namespace}/{name}"

@@ -130,6 +130,26 @@ def test_sql_url_without_password_is_accepted() -> None:
     assert _config(storage={"input": sql, "output": FILE_OUT}).storage.input.kind == "sql"
 
 
+def test_file_volume_mounts_at_the_first_directory_of_the_path() -> None:
+    files = {"file": {"path": "/data/in/rows.jsonl", "volume": "inputs"}}
+    spec = _config(storage={"input": files, "output": FILE_OUT})
+    assert spec.storage.input.file is not None
+    assert spec.storage.input.file.volume_mount_path() == "/data"
+
+
+@pytest.mark.parametrize(
+    ("file", "message"),
+    [
+        ({"path": "in.jsonl", "volume": "v"}, "must be absolute when volume is set"),
+        ({"path": "/data/in.jsonl", "volume": "v", "mountPath": "/mnt"}, "not below mountPath"),
+        ({"path": "/data/in.jsonl", "volume": "Not_A_Name"}, "volume"),
+    ],
+)
+def test_file_volume_needs_a_path_inside_its_mount(file: dict[str, str], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _config(storage={"input": {"file": file}, "output": FILE_OUT})
+
+
 def test_defaults_are_filled_in() -> None:
     spec = _config()
     assert spec.auto_delete_policy == "None"

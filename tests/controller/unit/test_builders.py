@@ -73,6 +73,35 @@ def test_job_mounts_contract_read_only_and_sets_identity_env() -> None:
     assert pod["automountServiceAccountToken"] is False and pod["restartPolicy"] == "Never"
 
 
+def test_file_storage_volume_is_mounted_from_its_claim() -> None:
+    storage = {
+        "input": {"file": {"path": "/data/in.jsonl", "volume": "shared"}},
+        "output": {"file": {"path": "/data/out", "volume": "shared"}},
+        "errors": {"file": {"path": "/errors/failed", "volume": "errs", "mountPath": "/errors"}},
+    }
+    pod = builders.build_job(resolved(storage=storage), SETTINGS)["spec"]["template"]["spec"]
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]
+        for v in pod["volumes"]
+        if "persistentVolumeClaim" in v
+    }
+    assert claims == {"data-errs": {"claimName": "errs"}, "data-shared": {"claimName": "shared"}}
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    # Shared with the output, the input's volume must stay writable.
+    assert mounts["/data"] == {"name": "data-shared", "mountPath": "/data", "readOnly": False}
+    assert mounts["/errors"]["name"] == "data-errs"
+
+
+def test_input_only_volume_is_mounted_read_only() -> None:
+    storage = {
+        "input": {"file": {"path": "/in/rows.csv", "volume": "inputs"}},
+        "output": {"file": {"path": "/tmp/out"}},
+    }
+    pod = builders.build_job(resolved(storage=storage), SETTINGS)["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/in"] == {"name": "data-inputs", "mountPath": "/in", "readOnly": True}
+
+
 def test_krateo_contract_path_is_mounted_over_writable_tmp() -> None:
     kserve = {"modelName": "iris", "modelUrl": "iris/v2/models/iris/infer"}
     job = builders.build_job(resolved(model=None, kserve=kserve), SETTINGS)

@@ -1,0 +1,124 @@
+"""Fixtures for the end-to-end suite: the whole system, real stores, the examples.
+
+Real: everything. The API emulator (e2e/emulator) whose Job and CronJob controllers
+run pods through the local pod executor, `longrun controller` as a process, the
+real runner as the pods' process, `kubectl` for every user action, real model
+servers (e2e/peers), moto's S3 server, PostgreSQL on the machine, local files.
+The examples of testdata/examples are applied as shipped except for what only a
+cluster has: service DNS names become 127.0.0.1 URLs, table names and namespaces
+become unique per test, file paths point into the test's directory.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.system import System
+from tests.runners.runner_stores import (
+    POSTGRES_URLS,
+    drop_tables,
+    first_reachable,
+    unavailable,
+)
+from tests.support import REPO_ROOT
+
+EXAMPLES = REPO_ROOT / "testdata" / "examples"
+IRIS_CSV = REPO_ROOT / "testdata" / "quickstart" / "iris.csv"
+Obj = dict[str, Any]
+
+
+@pytest.fixture
+def start_system(tmp_path: Path) -> Iterator[Callable[..., System]]:
+    """`start_system(clock_start=None)`: a running System, stopped after the test."""
+    started: list[System] = []
+
+    def start(*, clock_start: datetime | None = None) -> System:
+        system = System(tmp_path / f"system-{len(started)}", clock_start=clock_start)
+        started.append(system)
+        return system.start()
+
+    yield start
+    for system in started:
+        system.stop()
+
+
+@pytest.fixture
+def system(start_system: Callable[..., System]) -> System:
+    """The whole system with the emulator clock at wall time."""
+    return start_system()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> str:
+    """URL of the machine's PostgreSQL `test` database (skip locally, fail in CI)."""
+    url = first_reachable(POSTGRES_URLS)
+    if url is None:
+        unavailable("PostgreSQL is not reachable on 127.0.0.1:5432 (database `test`)")
+    assert url is not None
+    return url
+
+
+@pytest.fixture
+def table_prefix(postgres: str) -> Iterator[str]:
+    """A unique table-name prefix; its tables are dropped after the test."""
+    prefix = f"e2e_{uuid.uuid4().hex[:10]}"
+    yield prefix
+    drop_tables(postgres, prefix)
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[str]:
+    """moto's S3 server in a thread on a random port."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def example(name: str) -> list[Obj]:
+    """The objects of testdata/examples/<name>.yaml (or <dir>/<dir>.yaml), in file order."""
+    path = EXAMPLES / f"{name}.yaml"
+    if not path.exists():
+        path = EXAMPLES / name / f"{name}.yaml"
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def find(objects: list[Obj], kind: str, name: str | None = None) -> Obj:
+    """The object of `kind` (and `name`) among `objects`."""
+    for obj in objects:
+        if obj["kind"] == kind and name in (None, obj["metadata"]["name"]):
+            return obj
+    raise LookupError(f"no {kind} {name or ''} in the example")
+
+
+def apply(system: System, namespace: str, objects: list[Obj]) -> None:
+    """`kubectl apply -n NAMESPACE -f -` of the objects, moved to `namespace`."""
+    for obj in objects:
+        obj["metadata"]["namespace"] = namespace
+    system.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(objects))
+
+
+def iris_rows() -> list[Obj]:
+    """The 150 iris flowers of testdata/quickstart/iris.csv as dicts (id is an int)."""
+    import csv
+
+    with IRIS_CSV.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return [
+        {"id": int(r["id"]), **{k: float(v) for k, v in r.items() if k not in ("id", "species")}}
+        | {"species": r["species"]}
+        for r in rows
+    ]
+
+
+SPECIES = ("setosa", "versicolor", "virginica")
