@@ -73,3 +73,7 @@ def configure(*, level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # kubernetes.leaderelection logs every lease renewal (each retry period) at INFO: only
+    # at DEBUG is that worth reading; our manager logs the transitions that matter.
+    quiet = logging.DEBUG if logging.getLevelName(level) == logging.DEBUG else logging.WARNING
+    logging.getLogger("leaderelection").setLevel(quiet)

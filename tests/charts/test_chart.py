@@ -124,6 +124,17 @@ def test_rbac_is_least_privilege(chart: Any, values: Any) -> None:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
 
 
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "non-default"])
+def test_controller_may_block_owner_deletion_of_runs(chart: Any, values: Any) -> None:
+    # OwnerReferencesPermissionEnforcement: setting blockOwnerDeletion on a Job or ConfigMap
+    # owned by a run needs `update` on inferenceruns/finalizers.
+    rules = _rules(_render(chart, values))
+    assert any(
+        "inferenceruns/finalizers" in rule["resources"] and "update" in rule["verbs"]
+        for rule in rules
+    )
+
+
 def test_watch_namespaces_gives_namespaced_roles(chart: Any) -> None:
     docs = _render(chart, NON_DEFAULT)
     kinds = [d["kind"] for d in docs]

@@ -23,7 +23,7 @@ from e2e.fixtures import eventually
 from e2e.peers.server import PeerServer
 from e2e.system import System, runner_pids
 from tests.e2e.conftest import apply, example, find, iris_rows
-from tests.e2e.test_examples import seed_iris, sql_predictions, wait_phase
+from tests.e2e.test_examples import diagnose, seed_iris, sql_predictions, wait_phase
 
 Obj = dict[str, Any]
 
@@ -153,9 +153,18 @@ def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup
             run["spec"]["schedule"], run["spec"]["timeZone"], system.emulator.clock.now()
         )
         system.emulator.clock.advance_to(tick + timedelta(seconds=20))
-        history = eventually(
-            lambda n=executions: _succeeded_history(system, ns, n), timeout=120, interval=0.5
-        )
+        try:
+            history = eventually(
+                lambda n=executions: _succeeded_history(system, ns, n), timeout=120, interval=0.5
+            )
+        except AssertionError as exc:
+            cron = system.items("cronjobs", ns)
+            run_status = (system.get("inferencerun", "nightly-iris", ns) or {}).get("status")
+            jobs = [(j["metadata"]["name"], j.get("status")) for j in system.items("jobs", ns)]
+            raise AssertionError(
+                f"execution {executions} at {tick}: {exc}\nrun: {run_status}\njobs: {jobs}\n"
+                f"cronjob: {[c.get('status') for c in cron]}\n{diagnose(system, ns)}"
+            ) from None
 
     assert [e["result"]["recordsWritten"] for e in history] == [150, 150, 150]
     rows = sql_predictions(postgres, f"{table_prefix}_out")

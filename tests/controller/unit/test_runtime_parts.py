@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
 
+from controller.logs import configure
 from controller.metrics import Metrics
 from controller.settings import SettingsError, parse_duration, settings_from_env
 from controller.workqueue import WorkQueue
@@ -109,3 +111,17 @@ def test_metrics_use_controller_runtime_names() -> None:
         "leader_election_master_status",
     ):
         assert f"# TYPE {name.removesuffix('_bucket')}" in text
+
+
+@pytest.mark.parametrize(("level", "renewals_logged"), [("INFO", False), ("DEBUG", True)])
+def test_lease_renewals_are_logged_only_at_debug(level: str, renewals_logged: bool) -> None:
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        configure(level=level, fmt="json")
+        renewal = logging.getLogger("leaderelection")
+        assert renewal.isEnabledFor(logging.INFO) is renewals_logged
+        assert renewal.isEnabledFor(logging.WARNING)
+    finally:
+        root.handlers[:], root.level = saved
+        logging.getLogger("leaderelection").setLevel(logging.NOTSET)
