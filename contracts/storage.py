@@ -187,6 +187,9 @@ class SqlStorage(Schema):
         json_schema_extra=cel(
             "has(self.url) != has(self.urlSecretRef)",
             "set exactly one of url and urlSecretRef",
+            # Same rule as _has_password: a password before the host never reaches etcd.
+            "!has(self.url) || !self.url.matches('^[^:/]*://[^/@]*:[^/@]*@')",
+            "url must not contain a password; put the URL in a Secret and use urlSecretRef",
         )
     )
 

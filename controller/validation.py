@@ -10,6 +10,7 @@ would reject later.
 from __future__ import annotations
 
 import fnmatch
+import re
 import zoneinfo
 from dataclasses import dataclass
 
@@ -32,6 +33,16 @@ class Problem:
     message: str
 
 
+# What Kubernetes' cron parser (robfig/cron ParseStandard) takes in a field: `*`, `?`,
+# numbers and three-letter names, joined by `,`, `-` and `/`. croniter also takes L, W,
+# `#` and H, which the API server would refuse.
+_CRON_TOKEN = re.compile(r"^(\*|\?|\d+|[A-Za-z]{3})$")
+
+
+def _is_standard_field(field: str) -> bool:
+    return all(_CRON_TOKEN.match(token) for token in re.split(r"[,/-]", field))
+
+
 def schedule_problem(schedule: str) -> str | None:
     """Why `schedule` is not a cron expression Kubernetes accepts, or None when it is."""
     text = schedule.strip()
@@ -40,7 +51,7 @@ def schedule_problem(schedule: str) -> str | None:
     if text in CRON_MACROS:
         return None
     fields = text.split()
-    if len(fields) != 5 or "H" in text or not croniter.is_valid(text):
+    if len(fields) != 5 or not all(map(_is_standard_field, fields)) or not croniter.is_valid(text):
         return (
             f'"{schedule}" is not a valid cron expression '
             "(five fields: minute hour day-of-month month day-of-week, or @hourly/@daily/...)"

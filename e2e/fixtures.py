@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
+from e2e.ci import is_ci
 from e2e.emulator import Clock, Emulator, EmulatorConfig
 
 if TYPE_CHECKING:
@@ -46,17 +47,13 @@ TEST_CONFIG = {
 }
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
-
-
 def require_kubectl() -> str:
     """Path to kubectl; skip without it, but fail in CI where it must be present."""
     path = KUBECTL if os.path.exists(KUBECTL) else shutil.which("kubectl")
     if path:
         return path
     message = f"kubectl not found at {KUBECTL} or on PATH (Debian package kubernetes-client)"
-    if _in_ci():
+    if is_ci():
         pytest.fail(message + "; CI is set, so this is a failure, not a skip")
     pytest.skip(message)
 

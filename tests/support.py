@@ -7,17 +7,18 @@ a missing service is a failure, so a broken setup can never pass as "skipped".
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+
+from e2e.ci import is_ci
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def in_ci() -> bool:
     """True when running in CI, where every service must be present."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return is_ci()
 
 
 def service_unavailable(reason: str) -> None:

@@ -7,21 +7,14 @@ broken setup. Import the fixtures you need into a ``conftest.py``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import NoReturn
 
 import pytest
 
+from e2e.ci import is_ci
 from e2e.peers.envs import EnvBuildError
 from e2e.peers.server import PeerServer, PeerStartError, start
-
-NOT_CI = ("", "0", "false", "no")  # same rule as tests/support.py in_ci()
-
-
-def is_ci() -> bool:
-    """True when ``$CI`` is set to anything but empty, "0", "false" or "no"."""
-    return os.environ.get("CI", "").strip().lower() not in NOT_CI
 
 
 def skip_or_fail(reason: str) -> NoReturn:

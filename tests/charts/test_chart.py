@@ -124,15 +124,49 @@ def test_rbac_is_least_privilege(chart: Any, values: Any) -> None:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
 
 
+# Exactly what controller/kube.py sends; a new request needs a new grant, on purpose.
+CONTROLLER_GRANTS = {
+    ("longrun.dev", "inferenceruns"): {"get", "list", "watch", "delete"},
+    ("longrun.dev", "inferenceconfigs"): {"get", "list", "watch"},
+    ("longrun.dev", "inferenceruns/status"): {"patch"},
+    # OwnerReferencesPermissionEnforcement: blockOwnerDeletion on a run's children needs this.
+    ("longrun.dev", "inferenceruns/finalizers"): {"update"},
+    ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},
+    ("batch", "cronjobs"): {"get", "list", "watch", "create", "patch"},
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
+    ("", "pods"): {"get", "list", "watch"},
+    ("", "events"): {"create"},
+}
+
+
 @pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "non-default"])
-def test_controller_may_block_owner_deletion_of_runs(chart: Any, values: Any) -> None:
-    # OwnerReferencesPermissionEnforcement: setting blockOwnerDeletion on a Job or ConfigMap
-    # owned by a run needs `update` on inferenceruns/finalizers.
-    rules = _rules(_render(chart, values))
-    assert any(
-        "inferenceruns/finalizers" in rule["resources"] and "update" in rule["verbs"]
-        for rule in rules
-    )
+def test_controller_role_grants_exactly_the_requests_it_sends(chart: Any, values: Any) -> None:
+    docs = _render(chart, values)
+    roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
+    for role in roles:
+        if role["metadata"]["name"].endswith("-leader-election"):
+            continue
+        grants: dict[tuple[str, str], set[str]] = {}
+        for rule in role["rules"]:
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    grants.setdefault((group, resource), set()).update(rule["verbs"])
+        assert grants == CONTROLLER_GRANTS
+
+
+@pytest.mark.parametrize(
+    ("values", "account"),
+    [(None, ""), (NON_DEFAULT, "longrun-runner")],
+    ids=["all-namespaces", "watched-namespaces"],
+)
+def test_runner_service_account_is_named_only_where_it_exists(
+    chart: Any, values: Any, account: str
+) -> None:
+    # Pods naming a ServiceAccount their namespace lacks are refused by the API server.
+    deployment = next(d for d in _render(chart, values) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["RUNNER_SERVICE_ACCOUNT"] == account
 
 
 def test_watch_namespaces_gives_namespaced_roles(chart: Any) -> None:
@@ -190,8 +224,9 @@ def test_settings_reach_the_controller_environment(chart: Any) -> None:
         {"controller": {"maxReconcileRate": 0}},
         {"controller": {"logFormat": "xml"}},
         {"contoller": {}},
+        {"replicaCount": 2, "leaderElection": {"enabled": False}},
     ],
-    ids=["bad-duration", "zero-workers", "bad-log-format", "misspelled-key"],
+    ids=["bad-duration", "zero-workers", "bad-log-format", "misspelled-key", "replicas-no-leader"],
 )
 def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmError):

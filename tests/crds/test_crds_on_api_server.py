@@ -94,3 +94,18 @@ def test_schema_rejects_bad_values_with_field_paths(kube_emulator: EmulatorHandl
     code, output = _apply(kube_emulator, namespace, json.dumps(run))
     assert code != 0
     assert "spec.timeoutSeconds" in output and "spec.concurrencyPolicy" in output
+
+
+def test_sql_url_with_a_password_never_reaches_the_api_server(
+    kube_emulator: EmulatorHandle,
+) -> None:
+    _install_crds(kube_emulator)
+    namespace = kube_emulator.namespace("password")
+    sql = {"sql": {"url": "postgresql://scott:tiger@db/x", "table": "t"}}
+    config = {"apiVersion": "longrun.dev/v1alpha1", "kind": "InferenceConfig",
+              "metadata": {"name": "leaky"},
+              "spec": {"model": {"protocol": "kserve-v1", "url": "http://m", "name": "m"},
+                       "storage": {"input": sql, "output": {"file": {"path": "/out"}}}}}  # fmt: skip
+    code, output = _apply(kube_emulator, namespace, json.dumps(config))
+    assert code != 0
+    assert "url must not contain a password" in output and "spec.storage.input.sql" in output

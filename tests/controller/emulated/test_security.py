@@ -7,7 +7,6 @@ Pod Security Standards rules that apply to the fields longrun sets.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from e2e.fixtures import eventually
 from tests.controller.emulated.harness import GROUP, VERSION, Env
 
 SECRET_VALUE = "s3cr3t-value-never-copied"
-KRATEO = Path("/work/shared/krateo-testdata/testdata-custom.yaml")
+KRATEO = Path(__file__).resolve().parents[3] / "testdata/krateo-upstream/testdata-custom.yaml"
 REPO_KRATEO = Path(__file__).resolve().parents[3] / "testdata/examples/krateo/krateo-custom.yaml"
 
 
@@ -125,12 +124,9 @@ def _krateo_docs(path: Path, namespace: str) -> list[dict[str, Any]]:
 
 def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: Env) -> None:
     fixed, run = _krateo_docs(REPO_KRATEO, env.ns)
-    foreign = copy.deepcopy(fixed)
-    if KRATEO.exists():  # Krateo's own file, unchanged but for apiVersion and namespace
-        foreign = _krateo_docs(KRATEO, env.ns)[0]
-        foreign["metadata"]["name"] = fixed["metadata"]["name"]
-    else:
-        foreign["spec"]["storage"]["input"]["krateo"]["api"]["endpointRef"]["namespace"] = "x"
+    # Krateo's own file, unchanged but for apiVersion and namespace
+    foreign = _krateo_docs(KRATEO, env.ns)[0]
+    foreign["metadata"]["name"] = fixed["metadata"]["name"]
     env.start()
     env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "inferenceconfigs", foreign)
     env.custom.create_namespaced_custom_object(GROUP, VERSION, env.ns, "inferenceruns", run)
