@@ -47,14 +47,41 @@ def _not_owned(kind: Kind, obj: Obj) -> UserError:
     )
 
 
+def is_refusal(exc: ApiError) -> bool:
+    """400/422: the API server refuses the object itself; sending it again cannot help."""
+    return exc.status in (400, 422)
+
+
+def _refused(kind: Kind, name: str, exc: ApiError) -> UserError:
+    return UserError(
+        Problem(
+            "spec",
+            "ChildRejected",
+            f'the API server refused {kind} "{name}": {exc.message}; fix the run or its config',
+        )
+    )
+
+
+def _patch(cluster: Cluster, kind: Kind, meta: Obj, body: Obj | list[Obj]) -> Obj:
+    try:
+        return cluster.patch(kind, meta["namespace"], meta["name"], body)
+    except ApiError as exc:
+        if is_refusal(exc):
+            raise _refused(kind, meta["name"], exc) from exc
+        raise
+
+
 def ensure_exists(cluster: Cluster, kind: Kind, desired: Obj, *, observed: Obj | None) -> Obj:
-    """The object named by `desired`, created when missing; raises UserError if not ours."""
+    """The object named by `desired`, created when missing; raises UserError if not ours
+    or if the API server refuses it (400/422: a user error, not retried with backoff)."""
     meta = desired["metadata"]
     uid = meta["ownerReferences"][0]["uid"]
     if observed is None:
         try:
             return cluster.create(kind, desired)
         except ApiError as exc:
+            if is_refusal(exc):
+                raise _refused(kind, meta["name"], exc) from exc
             if not exc.is_already_exists:
                 raise
         observed = cluster.read(kind, meta["namespace"], meta["name"])
@@ -70,8 +97,7 @@ def ensure_config_map(cluster: Cluster, desired: Obj, *, observed: Obj | None) -
     current = ensure_exists(cluster, "ConfigMap", desired, observed=observed)
     if current.get("data") == desired["data"]:
         return current
-    meta = desired["metadata"]
-    return cluster.patch("ConfigMap", meta["namespace"], meta["name"], {"data": desired["data"]})
+    return _patch(cluster, "ConfigMap", desired["metadata"], {"data": desired["data"]})
 
 
 def _hash_of(obj: Obj) -> str | None:
@@ -85,9 +111,8 @@ def ensure_cron_job(cluster: Cluster, desired: Obj, *, observed: Obj | None) -> 
     wanted = _hash_of(desired)
     if _hash_of(current) == wanted:
         return current
-    meta = desired["metadata"]
     ops = [*cron_job_ops(current, desired["spec"]), _annotation_op(current, wanted or "")]
-    return cluster.patch("CronJob", meta["namespace"], meta["name"], ops)
+    return _patch(cluster, "CronJob", desired["metadata"], ops)
 
 
 def cron_job_ops(current: Obj, spec: Obj) -> list[Obj]:

@@ -22,6 +22,7 @@ import copy
 import json
 import logging
 import queue
+import random
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -54,6 +55,7 @@ PATHS: dict[str, tuple[str, str]] = {
 CHILD_KINDS = ("ConfigMap", "Job", "CronJob", "Pod")
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+CONNECT_TIMEOUT, READ_TIMEOUT = 10.0, 60.0  # seconds, for every request but watches
 
 
 def load_api_client(kubeconfig: str | None = None, *, context: str | None = None) -> Any:
@@ -118,15 +120,31 @@ class Transport:
             raise _api_error(resp.status, data, headers=resp.headers)
         return json.loads(data) if data else None
 
-    def stream(self, path: str, *, query: list[tuple[str, Any]]) -> Any:
+    def stream(self, path: str, *, query: list[tuple[str, Any]], read_timeout: float) -> Any:
         """An open watch response (urllib3), for `kubernetes.watch.Watch`."""
-        resp = self._send("GET", path, query=query, body=None, content_type="application/json")
+        resp = self._send(
+            "GET",
+            path,
+            query=query,
+            body=None,
+            content_type="application/json",
+            timeout=(CONNECT_TIMEOUT, read_timeout),
+        )
         if not 200 <= resp.status < 300:
             data = resp.read()
             raise ApiException(status=resp.status, reason=str(data[:200]))
         return resp.response
 
-    def _send(self, method: str, path: str, *, query: Any, body: Any, content_type: str) -> Any:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Any,
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ) -> Any:
         if self._on_request is not None:
             self._on_request(method)
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -139,7 +157,8 @@ class Transport:
             auth_settings=["BearerToken"],
         )
         try:
-            return self.api_client.call_api(*params)
+            # Timeouts: a half-open connection must fail, not hang a worker or a watch forever.
+            return self.api_client.call_api(*params, _request_timeout=timeout)
         except ApiException as exc:
             raise ApiError(int(exc.status or 0), str(exc.reason)) from exc
         except Exception as exc:  # connection refused, reset, timeouts
@@ -186,8 +205,12 @@ def lister(transport: Transport, kind: str, *, namespace: str | None, selector: 
             query.append(("labelSelector", selector))
         query = [(_camel(k), v) for k, v in query]
         if kwargs.get("watch"):
-            query.append(("allowWatchBookmarks", True))
-            return transport.stream(path, query=query)
+            # client-go's reflector: the server ends every watch after 5-10 minutes (randomised
+            # so replicas do not reconnect in step) and the client gives up a minute later.
+            seconds = int(kwargs.get("timeout_seconds") or random.randint(300, 600))
+            query = [(k, v) for k, v in query if k != "timeoutSeconds"]
+            query += [("timeoutSeconds", seconds), ("allowWatchBookmarks", True)]
+            return transport.stream(path, query=query, read_timeout=seconds + 60.0)
         try:
             data = transport.request("GET", path, query=query)
         except ApiError as exc:
@@ -299,7 +322,7 @@ class KubeCluster:
         self._namespaces = tuple(namespaces) or (None,)
         self._informers: dict[str, list[SharedInformer]] = {}
         self._synced: dict[int, threading.Event] = {}
-        self._generations: dict[str, int] = {}
+        self._generations: dict[str, tuple[str, int]] = {}
         self._written: dict[tuple[str, str], int] = {}
         self._written_lock = threading.Lock()
         self._events: queue.Queue[Obj | None] = queue.Queue()
@@ -369,8 +392,10 @@ class KubeCluster:
         if not present:
             self._generations.pop(key, None)
             return True
-        self._generations[key] = generation
-        return seen != generation or bool(meta.get("deletionTimestamp"))
+        self._generations[key] = (uid := meta.get("uid", ""), generation)
+        # A run deleted and created again under the same name (seen through a relist as one
+        # MODIFIED) has a new uid but may have the same generation.
+        return seen != (uid, generation) or bool(meta.get("deletionTimestamp"))
 
     def start(self) -> None:
         """Start every informer and the event recorder."""

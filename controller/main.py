@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logs.configure(level=settings.log_level, fmt=settings.log_format)
     from controller.kube import load_api_client  # the kubernetes client loads lazily
-    from controller.manager import Manager
+    from controller.manager import CacheSyncError, Manager
     from controller.serve import Endpoint, probe
 
     manager = Manager(
@@ -100,7 +100,12 @@ def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
     log.info("starting", extra={"identity": manager.identity})
-    manager.start()
+    try:
+        manager.start()
+    except CacheSyncError as exc:
+        log.error("%s", exc)
+        exit_code[0] = 1
+        done.set()
     done.wait()
     manager.stop()
     for endpoint in (metrics, health):

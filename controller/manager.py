@@ -25,7 +25,11 @@ from controller.settings import Settings
 from controller.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
-SYNC_TIMEOUT = 60.0
+SYNC_TIMEOUT = 120.0  # controller-runtime's CacheSyncTimeout
+
+
+class CacheSyncError(RuntimeError):
+    """The informers could not list everything within SYNC_TIMEOUT."""
 
 
 class Manager:
@@ -85,7 +89,13 @@ class Manager:
         """Start caches, then campaign (or lead at once without leader election)."""
         self.cluster.start()
         if not self.cluster.wait_synced(SYNC_TIMEOUT):
-            log.warning("caches not synced after %ss; continuing", SYNC_TIMEOUT)
+            # Leading on a partial cache would report missing configs that exist and miss
+            # Jobs to clean up: fail like controller-runtime, and let the pod restart.
+            raise CacheSyncError(
+                f"caches did not sync within {SYNC_TIMEOUT:.0f}s: check that the API server "
+                "is reachable, the CRDs are installed and RBAC lets the controller list and "
+                "watch inferenceruns, inferenceconfigs, jobs, cronjobs, configmaps and pods"
+            )
         threading.Thread(target=self._resync_loop, name="resync", daemon=True).start()
         if self._elector is not None:
             self._elector.start()

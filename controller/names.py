@@ -61,14 +61,23 @@ def run_label_value(run_name: str) -> str:
     return fit(run_name, LABEL_VALUE_MAX)
 
 
+def _volume_name(prefix: str, object_name: str) -> str:
+    # Object names may hold dots, volume names may not: `a.b` and `a-b` would both become
+    # `a-b`, so a name that had dots keeps them apart with a hash of the original.
+    name = f"{prefix}-{object_name}"
+    if "." in object_name:
+        name = f"{name.replace('.', '-')}-{short_hash(object_name)}"
+    return fit(name, LABEL_VALUE_MAX)
+
+
 def secret_volume_name(secret_name: str) -> str:
     """A pod volume name (a DNS label) for a mounted Secret."""
-    return fit(f"secret-{secret_name}".replace(".", "-"), LABEL_VALUE_MAX)
+    return _volume_name("secret", secret_name)
 
 
 def claim_volume_name(claim: str) -> str:
     """A pod volume name (a DNS label) for a mounted PersistentVolumeClaim."""
-    return fit(f"data-{claim}".replace(".", "-"), LABEL_VALUE_MAX)
+    return _volume_name("data", claim)
 
 
 def run_key(namespace: str, name: str) -> str:

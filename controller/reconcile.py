@@ -17,7 +17,13 @@ from datetime import datetime, timedelta
 
 from contracts.run import ConfigRef, InferenceRunSpec, InferenceRunStatus
 from controller import builders, names
-from controller.apply import UserError, ensure_config_map, ensure_cron_job, ensure_exists
+from controller.apply import (
+    UserError,
+    ensure_config_map,
+    ensure_cron_job,
+    ensure_exists,
+    is_owned_by,
+)
 from controller.builders import Resolved
 from controller.events import transition_events
 from controller.observe import Obj, is_finished, job_state, runner_exit
@@ -26,6 +32,7 @@ from controller.resolve import parse_run_spec, resolve
 from controller.settings import Settings
 from controller.status import (
     Observed,
+    lost_job_status,
     normalize,
     one_shot_status,
     previous_status,
@@ -71,6 +78,7 @@ class Reconciler:
         if run is None or is_deleting(run):
             return Result()
         obs, problem = self._observe(run)  # 2. observe what the run owns
+        self._find_lost_job(obs)
         resolved = None
         if problem is None and not self._is_started_one_shot(obs):
             resolved, problem = self._resolve(obs)  # 3. find the config and validate
@@ -97,8 +105,22 @@ class Reconciler:
         return obs, problem
 
     def _is_started_one_shot(self, obs: Observed) -> bool:
-        # A one-shot run is frozen once its Job exists: config changes never touch it.
-        return not obs.spec.is_scheduled and obs.job is not None
+        # A one-shot run is frozen once its Job exists or existed (its name is in the
+        # status): config changes never touch it, and a deleted Job is never re-created.
+        return not obs.spec.is_scheduled and (obs.job is not None or self._is_job_lost(obs))
+
+    def _is_job_lost(self, obs: Observed) -> bool:
+        return not obs.spec.is_scheduled and obs.job is None and bool(obs.previous.job_name)
+
+    def _find_lost_job(self, obs: Observed) -> None:
+        # The status names a Job the cache lacks: ask the API server once before believing
+        # it is gone (a cache may lag), unless the run already finished.
+        if not self._is_job_lost(obs) or obs.previous.phase in ("Succeeded", "Failed"):
+            return
+        meta = obs.run["metadata"]
+        live = self.cluster.read("Job", meta["namespace"], str(obs.previous.job_name))
+        if live is not None and is_owned_by(live, meta["uid"]):
+            obs.job = live
 
     def _resolve(self, obs: Observed) -> tuple[Resolved | None, Problem | None]:
         outcome = resolve(obs.run, obs.spec, lookup=self.cluster.get_config, settings=self.settings)
@@ -127,6 +149,8 @@ class Reconciler:
             meta = obs.job["metadata"]
             obs.pods = self.cluster.job_pods(meta["namespace"], meta["name"])
         now = self.now().replace(microsecond=0)
+        if self._is_job_lost(obs):
+            return lost_job_status(obs, now=now)
         if obs.spec.is_scheduled:
             return scheduled_status(obs, problem=problem, now=now)
         return one_shot_status(obs, problem=problem, now=now)

@@ -92,6 +92,33 @@ def one_shot_status(obs: Observed, *, problem: Problem | None, now: datetime) ->
     )
 
 
+def lost_job_status(obs: Observed, *, now: datetime) -> InferenceRunStatus:
+    """A one-shot run whose Job was deleted by someone else: it is never run a second time.
+
+    A finished run keeps its record as it was; an unfinished one fails with `JobDeleted`.
+    """
+    prev = obs.previous
+    if prev.phase in ("Succeeded", "Failed"):
+        return prev
+    message = (
+        f'Job "{prev.job_name}" was deleted before it finished; a one-shot run never runs '
+        "twice: delete and re-create the InferenceRun to run it again"
+    )
+    state = JobState("Failed", "JobDeleted", message, prev.start_time, now)
+    wants = [accepted_want(None), *finish_wants(state, message)]
+    return InferenceRunStatus(
+        phase="Failed",
+        message=message,
+        observed_generation=obs.generation,
+        conditions=cond.resolve(prev.conditions, wants, now=now, generation=obs.generation),
+        config_map_name=prev.config_map_name,
+        job_name=prev.job_name,
+        start_time=prev.start_time,
+        completion_time=now,
+        result=prev.result,
+    )
+
+
 def _message(problem: Problem | None, failure: str, note: str | None) -> str | None:
     parts = [p for p in (problem and problem.message, failure, note) if p]
     return "; ".join(parts) if parts else None

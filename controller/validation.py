@@ -33,14 +33,39 @@ class Problem:
     message: str
 
 
-# What Kubernetes' cron parser (robfig/cron ParseStandard) takes in a field: `*`, `?`,
-# numbers and three-letter names, joined by `,`, `-` and `/`. croniter also takes L, W,
-# `#` and H, which the API server would refuse.
-_CRON_TOKEN = re.compile(r"^(\*|\?|\d+|[A-Za-z]{3})$")
+# What Kubernetes' cron parser (robfig/cron ParseStandard) takes in a field: lists of
+# `*`, `?`, N or N-M (numbers in the field's range, or three-letter names for months and
+# weekdays), each with an optional /STEP. croniter also takes L, W, `#`, H and weekday 7,
+# which the API server refuses.
+_CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_CRON_PART = re.compile(r"^(\*|\?|(\w+)(-(\w+))?)(/(\d+))?$")
+_CRON_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {
+        m: i + 1
+        for i, m in enumerate(
+            ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
+        )
+    },
+    {d: i for i, d in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])},
+)
 
 
-def _is_standard_field(field: str) -> bool:
-    return all(_CRON_TOKEN.match(token) for token in re.split(r"[,/-]", field))
+def _is_standard_field(field: str, index: int) -> bool:
+    low, high = _CRON_RANGES[index]
+    for part in field.split(","):
+        match = _CRON_PART.match(part.upper())
+        if match is None or match.group(6) == "0":
+            return False
+        for bound in (match.group(2), match.group(4)):
+            if bound is None:
+                continue
+            value = _CRON_NAMES[index].get(bound, int(bound) if bound.isdigit() else -1)
+            if not low <= value <= high:
+                return False
+    return True
 
 
 def schedule_problem(schedule: str) -> str | None:
@@ -51,7 +76,11 @@ def schedule_problem(schedule: str) -> str | None:
     if text in CRON_MACROS:
         return None
     fields = text.split()
-    if len(fields) != 5 or not all(map(_is_standard_field, fields)) or not croniter.is_valid(text):
+    if (
+        len(fields) != 5
+        or not all(_is_standard_field(f, i) for i, f in enumerate(fields))
+        or not croniter.is_valid(text)
+    ):
         return (
             f'"{schedule}" is not a valid cron expression '
             "(five fields: minute hour day-of-month month day-of-week, or @hourly/@daily/...)"

@@ -161,3 +161,19 @@ def test_watch_namespaces_limits_what_is_reconciled(env: Env) -> None:
         "longrun.dev", "v1alpha1", other, "inferenceruns", "ignored"
     )
     assert "status" not in ignored
+
+
+def test_finished_job_deleted_out_of_band_is_never_created_again(env: Env) -> None:
+    # Krateo's defect: a finished Job removed by someone else (a TTL, `kubectl delete job`)
+    # was created again, running the batch a second time.
+    env.emu.executor.script(exit_code=0, message=SUMMARY)
+    manager = env.start(polling_interval=0.5)
+    env.create_config()
+    env.create_run()
+    before = env.wait_phase("Succeeded")
+    env.batch.delete_namespaced_job("run", env.ns, propagation_policy="Background")
+    eventually(lambda: env.jobs() == [])
+    passes = manager.metrics.reconcile_total.value(result="success")
+    # Several resyncs later (polling_interval=0.5 s) no pass has created a Job.
+    eventually(lambda: manager.metrics.reconcile_total.value(result="success") >= passes + 3)
+    assert env.jobs() == [] and env.status() == before

@@ -14,7 +14,11 @@ import subprocess
 import sys
 import urllib.request
 
-from e2e.fixtures import eventually
+import pytest
+
+from controller import manager as manager_module
+from controller.settings import Settings
+from e2e.fixtures import EmulatorHandle, eventually
 from tests.controller.emulated.harness import SUMMARY, Env
 
 LAUNCH = (
@@ -97,3 +101,18 @@ def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) ->
     assert proc.returncode == 0
     lines = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(line.get("msg") == "starting" for line in lines)
+
+
+def test_refuses_to_lead_when_the_caches_cannot_sync(
+    kube_emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No CRDs installed: listing inferenceruns answers 404 forever.
+    monkeypatch.setattr(manager_module, "SYNC_TIMEOUT", 1.0)
+    settings = Settings(leader_election=False, polling_interval=30.0)
+    manager = manager_module.Manager(kube_emulator.api_client(), settings, identity="lonely")
+    try:
+        with pytest.raises(manager_module.CacheSyncError, match="RBAC"):
+            manager.start()
+        assert not manager.is_leader
+    finally:
+        manager.stop()

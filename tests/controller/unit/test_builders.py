@@ -176,4 +176,15 @@ def test_long_names_fit_kubernetes_limits_without_colliding() -> None:
     assert names.cron_job_name(long_a) != names.cron_job_name(long_b)
     assert names.cron_job_name("short") == "short"
     assert len(names.run_label_value(long_a)) <= 63
+
+
+def test_volume_names_of_dotted_and_dashed_objects_do_not_collide() -> None:
+    # Two Secrets `db.creds` and `db-creds` must not become two volumes of one name.
+    assert names.secret_volume_name("db.creds") != names.secret_volume_name("db-creds")
+    assert names.claim_volume_name("data.v1") != names.claim_volume_name("data-v1")
+    assert names.secret_volume_name("db-creds") == "secret-db-creds"
+    assert all(
+        len(n) <= 63 and "." not in n
+        for n in (names.secret_volume_name("x." * 120 + "y"), names.claim_volume_name("a.b"))
+    )
     assert NS == "team"

@@ -127,6 +127,17 @@ def test_transient_errors_propagate_for_retry(cluster: FakeCluster) -> None:
         reconciler(cluster).reconcile(f"{NS}/run")
 
 
+def test_object_the_api_server_refuses_is_a_user_error_not_a_retry(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    refusal = 'ConfigMap "run-contract" is invalid: data: Too long: must have at most 1048576 bytes'
+    cluster.fail["create"] = ApiError(422, refusal)
+    reconciler(cluster).reconcile(f"{NS}/run")  # no exception: nothing to retry with backoff
+    status = (cluster.get("InferenceRun", NS, "run") or {})["status"]
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "ChildRejected")
+    assert "Too long" in accepted["message"] and ("event", "ChildRejected", "run") in cluster.calls
+
+
 def test_auto_delete_waits_for_the_delay_then_deletes(cluster: FakeCluster) -> None:
     cluster.put(
         "InferenceConfig", config(autoDeletePolicy="DeleteOnSuccess", autoDeleteDelaySeconds=60)
@@ -160,6 +171,46 @@ def test_finished_job_is_never_recreated_nor_retried(cluster: FakeCluster) -> No
     cluster.calls.clear()
     rec.reconcile(f"{NS}/run")
     assert cluster.writes() == []
+
+
+def _forget_job(cluster: FakeCluster) -> None:
+    del cluster.objects[("Job", NS, "run")]
+
+
+def test_finished_job_deleted_by_someone_else_is_not_recreated(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    job = cluster.get("Job", NS, "run")
+    assert job is not None
+    job["status"] = finished("Complete")
+    cluster.put("Job", job)
+    rec.reconcile(f"{NS}/run")
+    before = (cluster.get("InferenceRun", NS, "run") or {})["status"]
+    _forget_job(cluster)  # e.g. a TTL controller or `kubectl delete job`
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")
+    assert cluster.writes() == []
+    assert (cluster.get("InferenceRun", NS, "run") or {})["status"] == before
+    assert before["phase"] == "Succeeded"
+
+
+def test_running_job_deleted_by_someone_else_fails_the_run_once(cluster: FakeCluster) -> None:
+    cluster.put("InferenceRun", run())
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    _forget_job(cluster)
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")
+    assert ("read", "Job", "run") in cluster.calls  # the cache may lag: asked live first
+    assert ("create", "Job", "run") not in cluster.writes()
+    status = (cluster.get("InferenceRun", NS, "run") or {})["status"]
+    assert status["phase"] == "Failed" and "was deleted before it finished" in status["message"]
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert failed["reason"] == "JobDeleted"
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")
+    assert cluster.writes() == [] and ("read", "Job", "run") not in cluster.calls
 
 
 def test_cron_job_is_patched_only_when_its_spec_drifts(cluster: FakeCluster) -> None:
