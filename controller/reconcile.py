@@ -156,8 +156,11 @@ class Reconciler:
         return one_shot_status(obs, problem=problem, now=now)
 
     def _is_missing_exit(self, obs: Observed) -> bool:
-        # The Job's watch can overtake its pods' watch: read the pods once, live.
+        # The Job's watch can overtake its pods' watch: read the pods once, live, on the
+        # pass that sees the Job finish (not on every resync once the status says so).
         if obs.job is None or obs.previous.result is not None:
+            return False
+        if obs.previous.phase in ("Succeeded", "Failed"):
             return False
         name = obs.job["metadata"]["name"]
         return is_finished(job_state(obs.job)) and runner_exit(obs.pods, name) is None

@@ -173,6 +173,23 @@ def test_finished_job_is_never_recreated_nor_retried(cluster: FakeCluster) -> No
     assert cluster.writes() == []
 
 
+def test_pods_are_listed_live_only_on_the_pass_that_sees_the_job_finish(
+    cluster: FakeCluster,
+) -> None:
+    cluster.put("InferenceRun", run())
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    job = cluster.get("Job", NS, "run")
+    assert job is not None
+    job["status"] = finished("Failed", reason="DeadlineExceeded")  # its pods are gone
+    cluster.put("Job", job)
+    rec.reconcile(f"{NS}/run")
+    assert ("list", "Pod", "run") in cluster.calls
+    cluster.calls.clear()
+    rec.reconcile(f"{NS}/run")  # a resync: the status already says Failed
+    assert ("list", "Pod", "run") not in cluster.calls
+
+
 def _forget_job(cluster: FakeCluster) -> None:
     del cluster.objects[("Job", NS, "run")]
 
