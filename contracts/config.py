@@ -66,7 +66,8 @@ class StorageBlock(Schema):
         default=None,
         description=(
             "Where failed records go (record id + reason). Default: next to the output "
-            "(a sibling table, prefix or directory named <output>-errors)."
+            "(a sibling table, prefix or directory named <output>-errors); for a krateo "
+            "output, one JSON line per failed record in the runner pod's log."
         ),
         json_schema_extra=cel(*OUTPUT_RULES),
     )

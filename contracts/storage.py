@@ -21,7 +21,7 @@ Path = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
 
 _ID_FIELD_DOC = (
     "Field (column) whose value is the record's stable id, used to resume and to de-duplicate. "
-    "Default: the record's position in the input."
+    "Default: a SQL table's single-column primary key, else the record's position."
 )
 
 

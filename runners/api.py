@@ -11,9 +11,12 @@ is called from one thread at a time.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from contracts.config import RunnerTuning
 
 Record = dict[str, Any]
 
@@ -77,6 +80,10 @@ class RunContext:
     # The input's id field: an identity, not a feature, so tensor clients leave it out of
     # the model input unless `model.inputFields` names it.
     id_field: str | None = None
+    # The run's `runner` tuning and the SIGTERM event, for clients that send several
+    # requests per batch and retry or pace each one themselves (openai chat).
+    tuning: RunnerTuning | None = None
+    stop: threading.Event | None = field(default=None, compare=False)
 
     def execution_subpath(self, base: str) -> str:
         """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""
@@ -126,6 +133,11 @@ class Sink(Protocol):
 
     - `committed()` returns the indexes of chunks already fully written for this run
       (discovered from the store itself), so a restarted pod resumes after them.
+    - `committed_records(chunks)` returns how many records this sink holds in the chunks
+      listed in `chunks` (the output's committed chunks: an error chunk outside them is a
+      killed attempt's leftover and must not count; a listed chunk may be absent).
+      Called once at start, after `committed()`, so the error budget and the summary
+      cover the whole run, not just this pod. Optional: a sink without it counts as 0.
     - `write_chunk(index, records)` makes the chunk visible all at once or not at all;
       writing the same index twice leaves exactly one copy.
     - `finish(summary)` marks the output complete (e.g. a manifest); called once at the end.
@@ -135,6 +147,8 @@ class Sink(Protocol):
     location: str
 
     def committed(self) -> set[int]: ...
+
+    def committed_records(self, chunks: set[int]) -> int: ...
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None: ...
 

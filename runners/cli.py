@@ -168,7 +168,7 @@ def _storage_specs(contract: RunnerContract) -> list[tuple[str, StorageSpec]]:
     return specs
 
 
-def run_context(contract: RunnerContract) -> RunContext:
+def run_context(contract: RunnerContract, *, stop: threading.Event | None = None) -> RunContext:
     """This execution's identity: the run UID and the Job name (JOB_NAME wins)."""
     return RunContext(
         run_uid=contract.run.uid,
@@ -177,6 +177,8 @@ def run_context(contract: RunnerContract) -> RunContext:
         secrets_dir=contract.secrets_dir,
         scheduled=contract.run.scheduled,
         id_field=_input_id_field(contract.input),
+        tuning=contract.runner,
+        stop=stop,
     )
 
 
@@ -186,9 +188,11 @@ def _input_id_field(storage: StorageSpec) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def open_all(contract: RunnerContract, stack: ExitStack) -> Opened:
+def open_all(
+    contract: RunnerContract, stack: ExitStack, *, stop: threading.Event | None = None
+) -> Opened:
     """Open source, sinks and model client; each is closed when `stack` closes."""
-    ctx = run_context(contract)
+    ctx = run_context(contract, stop=stop)
     source = _open("input", contract.input, lambda b, s: b.open_source(s, ctx))
     stack.callback(source.close)
     sink = _open("output", contract.output, lambda b, s: b.open_sink(s, ctx, role="output"))
@@ -242,7 +246,7 @@ def execute(contract: RunnerContract, *, started: float) -> int:
     _install_sigterm(stop)
     with ExitStack() as stack:
         try:
-            opened = open_all(contract, stack)
+            opened = open_all(contract, stack, stop=stop)
         except ConfigError as exc:
             return _fail_config(exc, RunResult(), started=started)
         except Exception as exc:

@@ -189,6 +189,14 @@ def _dumps(value: Any, *, text: bool = False) -> str:
     return json.dumps(value, default=jsonable, allow_nan=False)
 
 
+def count_records(data: bytes, *, fmt: str) -> int:
+    """How many records a chunk written by `encode_chunk` holds, without decoding them."""
+    if fmt == "csv":  # a quoted field may span lines: let the csv module find the rows
+        rows = sum(1 for row in csv.reader(io.StringIO(data.decode())) if row)
+        return max(rows - 1, 0)  # minus the header
+    return sum(1 for line in data.split(b"\n") if line.strip())
+
+
 def decode_chunk(data: bytes, *, fmt: str) -> list[dict[str, Any]]:
     """The rows of a chunk written by `encode_chunk` (used to verify and by tests)."""
     text = data.decode()

@@ -4,12 +4,19 @@ Why a module of its own: both backends speak JSON over HTTP with the same
 error rules, and backends must not import each other. The rules:
 - connection errors, timeouts, 429 and 5xx are TransientError (the pipeline
   retries with backoff), carrying the server's Retry-After when it sent one;
+- a server certificate we do not trust is a ConfigError (exit 2), as for the
+  model clients: retrying cannot fix it, and the message says which setting
+  names the CA. A CA bundle is checked when the session is made, not at the
+  first request;
 - any other 4xx is a ConfigError (wrong URL, path, credentials: do not retry);
 - a response body that is not JSON is a ConfigError naming the URL.
 """
 
 from __future__ import annotations
 
+import re
+import ssl
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -26,6 +33,21 @@ def new_session(headers: dict[str, str], *, verify: bool | str = True) -> reques
     return session
 
 
+# OpenSSL's reason for a failed verification (unknown CA, self-signed, hostname mismatch).
+_NOT_TRUSTED = re.compile(r"certificate verify failed: ([^(\]'\"]+)")
+
+
+def ca_bundle(path: Path, *, field: str) -> str:
+    """`path` checked to be a readable PEM CA bundle, as requests' `verify`; else ConfigError."""
+    if not path.is_file():
+        raise ConfigError(f"{field}: the CA bundle is not mounted at {path}")
+    try:
+        ssl.create_default_context(cafile=str(path))
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"{field}: {path} is not a PEM CA bundle ({exc})") from None
+    return str(path)
+
+
 def send(
     session: requests.Session,
     method: str,
@@ -33,11 +55,24 @@ def send(
     *,
     field: str,
     timeout: float,
+    tls_hint: str,
     **kwargs: Any,
 ) -> requests.Response:
-    """One request, its failures mapped to TransientError / ConfigError (see module doc)."""
+    """One request, its failures mapped to TransientError / ConfigError (see module doc).
+
+    `tls_hint` says which setting to fix when the server's certificate is not trusted.
+    """
     try:
-        response = session.request(method, url, timeout=timeout, **kwargs)
+        # `verify` per request: requests lets env REQUESTS_CA_BUNDLE override the session's.
+        response = session.request(method, url, timeout=timeout, verify=session.verify, **kwargs)
+    except requests.exceptions.SSLError as exc:
+        found = _NOT_TRUSTED.search(str(exc))
+        if found is None:
+            raise TransientError(f"{method} {url}: SSLError") from exc
+        why = found.group(1).strip()
+        raise ConfigError(
+            f"{field}: {method} {url}: TLS certificate not trusted ({why}); {tls_hint}"
+        ) from None
     except (requests.ConnectionError, requests.Timeout) as exc:
         raise TransientError(f"{method} {url}: {type(exc).__name__}") from exc
     except requests.RequestException as exc:

@@ -18,6 +18,9 @@ Rules the code relies on:
   at most `_CHUNK_QUEUE` finished-but-unwritten chunks; reading blocks otherwise.
 - On stop (SIGTERM) nothing new is read or committed; in-flight work is
   abandoned; committed chunks stay.
+- The counters start from the records of the committed chunks (output and
+  error), so the error budget and the summary cover the whole run: a pod that
+  resumes after a blown budget must not start again from zero failures.
 """
 
 from __future__ import annotations
@@ -116,7 +119,11 @@ class Pipeline:
         """
         committed = self.sink.committed()
         first = _first_missing(committed)
-        self.stats.add(chunks=len(committed))
+        self.stats.add(
+            chunks=len(committed),
+            written=_committed_records(self.sink, committed),
+            failed=_committed_records(self.error_sink, committed),
+        )
         progress = Progress(
             interval=self.tuning.progress_interval_seconds,
             total=self.source.total(),
@@ -339,6 +346,12 @@ def _close_iterator(records: Iterator[InputRecord]) -> None:
     close = getattr(records, "close", None)
     if close is not None:
         close()
+
+
+def _committed_records(sink: Sink, chunks: set[int]) -> int:
+    # Optional in the Sink protocol: a plug-in written before it counts as 0.
+    count = getattr(sink, "committed_records", None)
+    return int(count(chunks)) if count is not None and chunks else 0
 
 
 def _first_missing(committed: set[int]) -> int:

@@ -7,6 +7,11 @@ spreads them out. A server's Retry-After wins over our own guess, capped by
 `maxBackoffSeconds` so a bogus header cannot park a worker for hours.
 
 Every wait goes through `stop.wait()`, so SIGTERM interrupts a sleeping retry.
+
+`RequestPolicy` is the same machinery for a client that sends one request per record
+within a batch (openai-chat, completions against llama.cpp): it retries and paces each
+request, so that one 503 does not make the pipeline re-send the whole batch, records
+already answered included, and a rate limit is not spent once per batch.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import TypeVar
 
+from contracts.config import RunnerTuning
 from runners.api import TransientError
 
 T = TypeVar("T")
@@ -106,3 +112,33 @@ class RateLimiter:
             self._next = start + self._interval
         if start > now and stop.wait(start - now):
             raise Stopped()
+
+
+@dataclass(frozen=True)
+class RequestPolicy:
+    """Retries with backoff and an optional rate limit, applied to one request at a time."""
+
+    backoff: Backoff = field(default_factory=Backoff)
+    limiter: RateLimiter | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def from_tuning(
+        cls, tuning: RunnerTuning, *, stop: threading.Event | None = None
+    ) -> RequestPolicy:
+        """The policy the run's `runner` tuning asks for (attempts, backoff, requests/s)."""
+        backoff = Backoff(
+            tuning.initial_backoff_seconds, tuning.max_backoff_seconds, tuning.max_attempts
+        )
+        rate = tuning.requests_per_second
+        return cls(backoff, RateLimiter(rate) if rate else None, stop or threading.Event())
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """`fn()`, each attempt waiting for the rate limiter, retried as by call_with_retry."""
+
+        def attempt() -> T:
+            if self.limiter is not None:
+                self.limiter.acquire(self.stop)
+            return fn()
+
+        return call_with_retry(attempt, backoff=self.backoff, stop=self.stop)

@@ -4,9 +4,18 @@
   the other within a batch. Requests in flight therefore equal the runner's `concurrency`, the
   one knob that bounds load on the server: raise it (and keep batches small) for servers that
   batch continuously such as vLLM; llama.cpp serialises requests, so more gains nothing there.
+  Each of these requests is retried and rate-limited on its own (`RequestPolicy`): were a 503
+  raised to the pipeline, it would retry the whole batch, re-sending the records already
+  answered, and at 15% faults a batch of 32 would rarely get through within its attempts. A
+  request that runs out of attempts raises TransientError and the pipeline retries the batch.
+  The policy follows the run's `runner` tuning (attempts, backoff, requestsPerSecond) and
+  stops waiting on SIGTERM, both from the RunContext; a constructor `policy` overrides it.
+  Retries made here are not counted in the summary's `recordsRetried` (the pipeline's are).
 - completions: the whole batch as a prompt list in one request where the server accepts it. A
   server that refuses a list (llama.cpp's server takes at most one prompt) or answers fewer
-  choices is remembered, and that client then sends one request per record.
+  choices is remembered, and that client then sends one request per record, each retried and
+  rate-limited on its own as for chat. A list request is one request per batch: the pipeline
+  retries and paces it.
 - embeddings: the whole batch as one `input` list, with the same fallback.
 
 Prediction values are the text (chat, completions) or the vector (embeddings), so outputs hold
@@ -24,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from contracts.config import RunnerTuning
 from contracts.model import ModelEndpoint
 from runners.api import (
     BatchRejected,
@@ -42,6 +52,7 @@ from runners.models.http import (
     Transport,
     with_scheme,
 )
+from runners.retry import RequestPolicy
 
 DEFAULT_PROMPT_FIELD = "prompt"
 _ENDPOINTS = ("/chat/completions", "/completions", "/embeddings")
@@ -88,8 +99,11 @@ class _OpenAIClient:
         ctx: RunContext,
         *,
         transport: Transport | None = None,
+        policy: RequestPolicy | None = None,
     ) -> None:
         self.url = api_url(endpoint.url, self.endpoint_path)
+        tuning = ctx.tuning or RunnerTuning()
+        self.policy = policy or RequestPolicy.from_tuning(tuning, stop=ctx.stop)
         self._field = endpoint.prompt_field or DEFAULT_PROMPT_FIELD
         self._options: dict[str, Any] = {"model": endpoint.name}
         if endpoint.max_tokens is not None:
@@ -110,9 +124,10 @@ class _OpenAIClient:
         return self._http.post_json(self.url, data, what=self.what)
 
     def _one(self, prompt: str) -> Outcome:
-        """One request for one prompt; a 400-like refusal fails only that record."""
+        """One request for one prompt, retried on its own; a 400-like refusal fails that record."""
+        body = self._single_body(prompt)
         try:
-            answer = self._post(self._single_body(prompt))
+            answer = self.policy.call(lambda: self._post(body))
         except BatchRejected as exc:
             if _status(exc) in _RECORD_STATUSES:
                 return RecordFailure(str(exc))
@@ -141,8 +156,9 @@ class ChatClient(_OpenAIClient):
         ctx: RunContext,
         *,
         transport: Transport | None = None,
+        policy: RequestPolicy | None = None,
     ) -> None:
-        super().__init__(endpoint, ctx, transport=transport)
+        super().__init__(endpoint, ctx, transport=transport, policy=policy)
         system = endpoint.system_prompt
         self._system = [{"role": "system", "content": system}] if system else []
 
@@ -171,8 +187,9 @@ class _ListClient(_OpenAIClient):
         ctx: RunContext,
         *,
         transport: Transport | None = None,
+        policy: RequestPolicy | None = None,
     ) -> None:
-        super().__init__(endpoint, ctx, transport=transport)
+        super().__init__(endpoint, ctx, transport=transport, policy=policy)
         # None until the first batch of several records shows whether lists are accepted.
         self._takes_lists: bool | None = None
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from contracts.storage import FileStorage
 from runners.api import ConfigError, ErrorRecord, InputRecord, OutputRecord, RunContext
-from runners.formats import encode_chunk, guess_format, make_record, parse_rows
+from runners.formats import count_records, encode_chunk, guess_format, make_record, parse_rows
 
 MANIFEST = "_SUCCESS"
 _TMP_PREFIX = ".tmp-"
@@ -107,6 +107,13 @@ class FileSink:
             if digits.isdigit():
                 found.add(int(digits))
         return found
+
+    def committed_records(self, chunks: set[int]) -> int:
+        """Records in the chunk files of `chunks` (read one at a time; absent ones hold 0)."""
+        return sum(
+            count_records(self.chunk_path(index).read_bytes(), fmt=self.fmt)
+            for index in sorted(chunks & self.committed())
+        )
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Write chunk `index` atomically (replacing an identical earlier copy)."""

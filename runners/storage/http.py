@@ -11,6 +11,9 @@ Committed-chunk discovery is not possible over a generic HTTP API, so
 MUST de-duplicate by (jobId, jobName, chunk), e.g. by upserting on that key or
 honouring Idempotency-Key. That is what makes HTTP output exactly-once.
 
+TLS: `tls.caSecretRef` names a mounted CA bundle, checked when the backend opens; a
+server certificate it does not verify stops the run with exit 2 (runners/httpio.py).
+
 Input pagination: `page` (pages numbered from 1), `offset`, `cursor` (value at
 `cursorPath`), `link` (URL at `nextPath` or the `Link: <...>; rel="next"`
 header). Page and offset modes seek directly to the first uncommitted record.
@@ -26,8 +29,10 @@ import requests
 from contracts.storage import HttpPagination, HttpStorage
 from runners.api import ConfigError, ErrorRecord, InputRecord, OutputRecord, RunContext
 from runners.formats import jsonable, output_row, record_id
-from runners.httpio import dig, json_body, new_session, send
+from runners.httpio import ca_bundle, dig, json_body, new_session, send
 from runners.secrets import read_secret, secret_path
+
+TLS_HINT = "set tls.caSecretRef to the CA that signed it"
 
 
 class HttpBackend:
@@ -57,7 +62,7 @@ def make_session(settings: HttpStorage, ctx: RunContext) -> requests.Session:
         verify = False
     elif settings.tls is not None and settings.tls.ca_secret_ref is not None:
         ref = settings.tls.ca_secret_ref
-        verify = str(secret_path(ctx, name=ref.name, key=ref.key))
+        verify = ca_bundle(secret_path(ctx, name=ref.name, key=ref.key), field="tls.caSecretRef")
     return new_session(headers, verify=verify)
 
 
@@ -80,6 +85,7 @@ class HttpSource:
             url,
             field="url",
             timeout=self.settings.timeout_seconds,
+            tls_hint=TLS_HINT,
             params=params,
             json=body,
         )
@@ -201,6 +207,7 @@ class HttpSink:
             self.settings.url,
             field="url",
             timeout=self.settings.timeout_seconds,
+            tls_hint=TLS_HINT,
             json=payload,
             headers={"Idempotency-Key": self.idempotency_key(key)},
         )

@@ -1,22 +1,41 @@
-"""`krateo`: Krateo's `api` + `endpointRef` storage, as Krateo's runners use it.
+"""`krateo`: Krateo's `api` + `endpointRef` storage, in the shapes Krateo's endpoints expect.
+
+Why these shapes: the endpoint is usually Krateo's finops-database-handler, which runs a
+notebook with the request body as its command line, `key + '=' + value` per key, so any value
+that is not a string makes it answer 500. Krateo's runners (kserve-controller's
+`StoreOutputData`) therefore send one JSON object of strings, with the predictions JSON-encoded.
 
 The endpoint is a Secret the controller mounts at `<secretsDir>/<endpointRef.name>/`
 with keys `server-url`, and optionally `token` (Bearer), `username`/`password`
 (basic auth) and `certificate-authority-data` (PEM, or base64 of PEM as in a
-kubeconfig). `endpointRef.namespace` is the controller's business (it only
-mounts Secrets of the run's namespace); the runner ignores it.
+kubeconfig; checked to be a CA bundle up front, and a server certificate it does not
+verify is a ConfigError, exit 2). `endpointRef.namespace` is the controller's business
+(it only mounts Secrets of the run's namespace); the runner ignores it.
 
-Input: `verb` to `server-url + path` with the `headers` ('Name: value' strings)
-and the run parameters as the JSON body (or `payload` when set); records are the
-response's `result` field or the response itself when it is a list (a `result`
-holding a JSON string is decoded too). The API answers in one response, so a
-resumed run skips the committed records client-side.
+Input: `verb` to `server-url + path` with the `headers` ('Name: value' strings) and as the
+JSON body the run parameters merged with `payload` (a JSON object; its keys win), since
+Krateo always sends the parameters. Records are the response's `result` field or the
+response itself when it is a list (a `result` holding a JSON string is decoded too). The API
+answers in one response, so a resumed run skips the committed records client-side.
 
-Output, as Krateo's runners do it: `verb` to `server-url + path` with the run
-parameters plus `jobId`, `jobName`, `chunk` and `predictions` (one object per
-record: id, position, input, prediction) as JSON, and `Idempotency-Key:
-<runUid>-<jobName>-<chunk>`. Like any HTTP receiver, the endpoint must
-de-duplicate by (jobId, jobName, chunk); `committed()` cannot ask it.
+Output, one request per chunk with at least one record: `verb` to `server-url + path` with a
+JSON object whose values are all strings: the run parameters, then `job_uid` (the run UID),
+`pod_uid` (env `POD_UID`) and `predictions` (the chunk's prediction values,
+JSON-encoded, in record order) as Krateo's runners send them, plus `ids` (the records' ids,
+JSON-encoded, same order), `job_name` and `chunk` (the chunk index) so that a receiver can
+de-duplicate by (job_uid, job_name, chunk); the header `Idempotency-Key:
+<runUid>-<jobName>-<chunk>` says the same. Our keys win over parameters of the same name.
+`committed()` cannot ask the endpoint, so a restarted pod sends its chunks again. There is no
+completion request (Krateo sends none, and a notebook would take it for more predictions): the
+run's status says when it is complete.
+
+Failed records: an explicit `errors: {krateo: ...}` storage gets the same body with `errors`
+(JSON-encoded `{id, position, input, reason}` objects) instead of `predictions` and `ids`.
+Without one they are never posted to the output endpoint (its notebook would store them as
+predictions): `error_settings` sends them to the pod log, one JSON line per record on stderr,
+`{"failedRecord": id, "position": n, "chunk": n, "reason": "..."}`, and the run's summary
+names "pod log" as its error output. A pod log cannot be asked what it holds either: a chunk
+that a restarted pod redoes logs its failures again.
 """
 
 from __future__ import annotations
@@ -25,10 +44,12 @@ import base64
 import binascii
 import json
 import os
+import ssl
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import requests
 
@@ -38,6 +59,7 @@ from runners.formats import jsonable, output_row, record_id
 from runners.httpio import json_body, new_session, send
 
 _TIMEOUT = 300.0
+_TLS_HINT = "put the CA that signed it in the endpoint Secret's key certificate-authority-data"
 
 
 class KrateoBackend:
@@ -47,9 +69,17 @@ class KrateoBackend:
         """A source reading the records of one API call."""
         return KrateoSource(settings, ctx)
 
-    def open_sink(self, settings: KrateoStorage, ctx: RunContext, *, role: str) -> KrateoSink:
-        """A sink POSTing predictions per chunk."""
+    def open_sink(
+        self, settings: KrateoStorage | PodLog, ctx: RunContext, *, role: str
+    ) -> KrateoSink | PodLogSink:
+        """A sink sending predictions per chunk, or the pod log for `error_settings`."""
+        if isinstance(settings, PodLog):
+            return PodLogSink()
         return KrateoSink(settings, ctx, role=role)
+
+    def error_settings(self, settings: KrateoStorage) -> PodLog:
+        """The default error output: the pod log, never the output endpoint (see module doc)."""
+        return PodLog()
 
 
 class Endpoint:
@@ -98,6 +128,12 @@ class Endpoint:
                 raise ConfigError(
                     "api.endpointRef: certificate-authority-data is not PEM"
                 ) from None
+        try:
+            ssl.create_default_context(cadata=pem)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ConfigError(
+                f"api.endpointRef: certificate-authority-data is not a PEM CA bundle ({exc})"
+            ) from None
         fd, self._ca_file = tempfile.mkstemp(prefix="krateo-ca-", suffix=".pem")
         with os.fdopen(fd, "w") as handle:
             handle.write(pem)
@@ -112,6 +148,7 @@ class Endpoint:
             self.url,
             field="api.path",
             timeout=_TIMEOUT,
+            tls_hint=_TLS_HINT,
             data=data.encode(),
             headers=headers,
         )
@@ -127,14 +164,12 @@ class KrateoSource:
     """The records returned by one call of the endpoint."""
 
     def __init__(self, settings: KrateoStorage, ctx: RunContext) -> None:
+        self.body = {**ctx.parameters, **_payload(settings.api.payload)}
         self.endpoint = Endpoint(settings, ctx)
-        self.ctx = ctx
-        self.payload = settings.api.payload
 
     def records(self, skip: int) -> Iterator[InputRecord]:
         """Records with position >= skip."""
-        body = self.payload if self.payload is not None else dict(self.ctx.parameters)
-        rows = _rows(json_body(self.endpoint.call(body), field="api.path"))
+        rows = _rows(json_body(self.endpoint.call(self.body), field="api.path"))
         for position, row in enumerate(rows):
             if position >= skip:
                 data = row if isinstance(row, dict) else {"value": row}
@@ -147,6 +182,18 @@ class KrateoSource:
     def close(self) -> None:
         """Close the endpoint's session."""
         self.endpoint.close()
+
+
+def _payload(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise ConfigError("api.payload: must be a JSON object (it is merged with the parameters)")
+    return payload
 
 
 def _rows(payload: Any) -> list[Any]:
@@ -162,38 +209,86 @@ def _rows(payload: Any) -> list[Any]:
 
 
 class KrateoSink:
-    """Predictions POSTed per chunk, merged with the run parameters."""
+    """One string-valued request per chunk, merged with the run parameters (see module doc)."""
 
     def __init__(self, settings: KrateoStorage, ctx: RunContext, *, role: str) -> None:
         self.endpoint = Endpoint(settings, ctx)
         self.ctx = ctx
         self.role = role
         self.location = self.endpoint.url
+        self.pod_uid = os.environ.get("POD_UID", "")
 
     def committed(self) -> set[int]:
         """Always empty: the endpoint cannot be asked (see module doc)."""
         return set()
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
-        """POST one chunk of predictions (or failures, for the error role)."""
-        key = "errors" if self.role == "errors" else "predictions"
-        self._post(index, {"chunk": index, key: [output_row(r) for r in records]})
-
-    def finish(self, summary: Mapping[str, Any]) -> None:
-        """POST the completion manifest."""
-        self._post("complete", {"complete": True, "summary": dict(summary)})
-
-    def _post(self, chunk: int | str, extra: dict[str, Any]) -> None:
+        """Send one chunk of predictions (or failures, for the error role); none when empty."""
+        if not records:
+            return
+        if self.role == "errors":
+            fields = {"errors": _json([output_row(r) for r in records])}
+        else:
+            fields = {
+                "predictions": _json([_prediction(r) for r in records]),
+                "ids": _json([r.id for r in records]),
+            }
         body = {
             **self.ctx.parameters,
-            "jobId": self.ctx.run_uid,
-            "jobName": self.ctx.job_name,
-            **extra,
+            "job_uid": self.ctx.run_uid,
+            "pod_uid": self.pod_uid,
+            "job_name": self.ctx.job_name,
+            "chunk": str(index),
+            **fields,
         }
         suffix = "-errors" if self.role == "errors" else ""
-        key = f"{self.ctx.run_uid}-{self.ctx.job_name}-{chunk}{suffix}"
+        key = f"{self.ctx.run_uid}-{self.ctx.job_name}-{index}{suffix}"
         self.endpoint.call(body, headers={"Idempotency-Key": key}).close()
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        """Nothing to send: Krateo has no completion request (see module doc)."""
 
     def close(self) -> None:
         """Close the endpoint's session."""
         self.endpoint.close()
+
+
+def _prediction(record: OutputRecord | ErrorRecord) -> Any:
+    return record.prediction if isinstance(record, OutputRecord) else None
+
+
+def _json(value: Any) -> str:
+    """`value` as compact JSON text; raises TypeError/ValueError before anything is sent."""
+    return json.dumps(value, default=jsonable, allow_nan=False, separators=(",", ":"))
+
+
+class PodLog:
+    """Settings of the default error output: the pod log (see module doc)."""
+
+
+class PodLogSink:
+    """Failed records as one JSON line each on stderr, the pod's log."""
+
+    location = "pod log"
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.stream = stream
+
+    def committed(self) -> set[int]:
+        """Nothing to discover: the error chunk is always rewritten anyway."""
+        return set()
+
+    def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
+        """One line per failed record."""
+        out = self.stream or sys.stderr
+        for r in records:
+            reason = r.reason if isinstance(r, ErrorRecord) else ""
+            line = {"failedRecord": r.id, "position": r.position, "chunk": index, "reason": reason}
+            out.write(json.dumps(line) + "\n")
+        out.flush()
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        """Nothing to mark."""
+
+    def close(self) -> None:
+        """Nothing to close."""

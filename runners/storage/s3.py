@@ -11,6 +11,10 @@ records, in order) before treating it as done. Stores that ignore the header
 simply overwrite with the same bytes, which is just as idempotent. The error
 role overwrites unconditionally: a stale error chunk from a killed attempt must
 be replaced (see runners/pipeline.py).
+
+Each chunk object carries its record count as user metadata (`x-amz-meta-records`),
+so a restarted pod learns how many records the committed chunks hold with one
+HEAD per chunk instead of reading them (objects written without it are read).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from runners.api import (
     TransientError,
 )
 from runners.formats import (
+    count_records,
     decode_chunk,
     encode_chunk,
     guess_format,
@@ -50,6 +55,7 @@ from runners.secrets import read_secret, secret_path
 
 MANIFEST = "_SUCCESS"
 _READ_CHUNK = 1 << 16
+_RECORDS_META = "records"
 
 
 class S3Backend:
@@ -210,10 +216,28 @@ class S3Sink:
             raise _error(exc, what=f"listing {self.location}", field="prefix") from exc
         return found
 
+    def committed_records(self, chunks: set[int]) -> int:
+        """Records in the chunk objects of `chunks` (absent ones hold 0)."""
+        return sum(self._records_in(index) for index in sorted(chunks & self.committed()))
+
+    def _records_in(self, index: int) -> int:
+        key = self.key(index)
+        try:
+            head = self.client.head_object(Bucket=self.bucket, Key=key)
+            count = str(head.get("Metadata", {}).get(_RECORDS_META, ""))
+            if count.isdigit():
+                return int(count)
+            obj = self.client.get_object(Bucket=self.bucket, Key=key)  # written before metadata
+            with obj["Body"] as body:
+                return count_records(body.read(), fmt=self.fmt)
+        except (ClientError, BotoCoreError) as exc:
+            raise _error(exc, what=f"reading s3://{self.bucket}/{key}", field="prefix") from exc
+
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
-        """PUT chunk `index` (conditionally for the output role)."""
+        """PUT chunk `index` (conditionally for the output role), its record count as metadata."""
         body = encode_chunk(records, fmt=self.fmt)
-        extra = {"IfNoneMatch": "*"} if self.role == "output" else {}
+        extra: dict[str, Any] = {"IfNoneMatch": "*"} if self.role == "output" else {}
+        extra["Metadata"] = {_RECORDS_META: str(len(records))}
         try:
             self.client.put_object(Bucket=self.bucket, Key=self.key(index), Body=body, **extra)
         except ClientError as exc:

@@ -4,6 +4,8 @@ Input streams with a server-side cursor (`stream_results` + `yield_per`), so a
 table of millions of rows costs one batch of memory. A table is read ordered by
 `idField` (else its primary key) so positions are stable across restarts, and a
 restart seeks with OFFSET; a query is read in its own order (give it ORDER BY).
+A record's id is its `idField` value, else (a table) its single-column primary
+key, which identifies a row better than its position does, else its position.
 
 Output: one transaction per chunk. It replaces the chunk's rows (delete by
 chunk, then upsert keyed by run UID, Job name and record id) and records the
@@ -106,6 +108,7 @@ class SqlSource:
         except BaseException:
             self.engine.dispose()
             raise
+        self._id_field = self._record_id_field()
 
     def _reflect(self) -> sa.Table:
         assert self.settings.table is not None
@@ -116,6 +119,16 @@ class SqlSource:
             raise ConfigError(f"table: table {self.settings.table!r} does not exist") from None
         except sa.exc.OperationalError as exc:
             raise TransientError(f"cannot connect: {exc.orig}") from exc
+
+    def _record_id_field(self) -> str | None:
+        """`idField`, else the table's single-column primary key if read, else None (position)."""
+        if self.settings.id_field is not None or self._table is None:
+            return self.settings.id_field
+        keys = list(self._table.primary_key.columns)
+        wanted = self.settings.columns
+        if len(keys) == 1 and (not wanted or keys[0].name in wanted):
+            return str(keys[0].name)
+        return None
 
     def _statement(self, skip: int) -> tuple[sa.Executable, dict[str, Any], int]:
         """(statement, parameters, rows the caller must still skip)."""
@@ -152,7 +165,7 @@ class SqlSource:
     def records(self, skip: int) -> Iterator[InputRecord]:
         """Rows with position >= skip, as dicts of JSON-friendly values."""
         stmt, params, python_skip = self._statement(skip)
-        id_field = self.settings.id_field
+        id_field = self._id_field
         position = skip - python_skip
         try:
             with self.engine.connect() as conn:
@@ -219,6 +232,15 @@ class SqlSink:
         )
         with self.engine.connect() as conn:
             return {int(c) for c in conn.execute(stmt).scalars()}
+
+    def committed_records(self, chunks: set[int]) -> int:
+        """Records in the chunks of `chunks`, from the commit table's `records` column."""
+        c = self.chunks.c
+        stmt = sa.select(c.chunk, c.records).where(
+            self._mine(self.chunks), c.chunk != _MANIFEST_CHUNK
+        )
+        with self.engine.connect() as conn:
+            return sum(int(n) for chunk, n in conn.execute(stmt) if int(chunk) in chunks)
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Replace chunk `index` and mark it committed, in one transaction."""

@@ -245,10 +245,14 @@ def test_krateo_example_runs_unchanged_and_is_deleted_on_completion(
 
     assert "Succeeded" in reasons(system, ns), system.items("events", ns)
     posted = [body for method, path, body, _ in finops.requests if path == "/compute/sklearnoutput"]
-    chunks = [b for (_, _, _, role), b in finops.chunks.items() if role != "errors"]
-    predictions = [p for body in chunks for p in body.get("predictions", [])]
-    assert posted and len(predictions) == 150
-    assert {int(p["id"]) for p in predictions} == set(range(150))
+    # Krateo-shaped bodies: string values only (the stand-in answers 500 otherwise), with the
+    # predictions and their record ids JSON-encoded, kept once per (job_uid, job_name, chunk).
+    chunks = [b for (*_, path), b in finops.chunks.items() if path == "/compute/sklearnoutput"]
+    predictions = [p for body in chunks for p in json.loads(body["predictions"])]
+    ids = [i for body in chunks for i in json.loads(body["ids"])]
+    assert posted and len(predictions) == len(ids) == 150
+    assert {int(i) for i in ids} == set(range(150))
+    assert all(isinstance(value, str) for body in posted for value in body.values())
     assert all(body["output_table_name"] == "kserve_controller_output_sklearn" for body in posted)
     inputs = [body for method, path, body, _ in finops.requests if path == "/compute/sklearninput"]
     assert inputs and inputs[0]["input_table_name"] == "kserve_controller_input_sklearn"

@@ -2,8 +2,9 @@
 
 Real: SQLite files, local files, moto's S3 server in a thread on 127.0.0.1, the
 PostgreSQL (127.0.0.1:5432, trust auth, database `test`) and MariaDB
-(127.0.0.1:3306, root, no password, database `test`) servers of the machine.
-Each test gets uniquely named tables and drops them afterwards.
+(127.0.0.1:3306, root, no password, database `test`) servers of the machine,
+and a TLS certificate made by the `openssl` CLI. Each test gets uniquely named
+tables and drops them afterwards.
 
 When a database is unreachable the test is skipped with the reason, except
 when env CI is set (to anything but empty, "0" or "false"): then it fails, so
@@ -25,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from http_stub import make_certificate  # noqa: E402
 from runner_stores import MARIADB_URLS, POSTGRES_URLS, first_reachable, unavailable  # noqa: E402
 
 
@@ -91,3 +93,9 @@ def s3_bucket(moto_endpoint: str, aws_credentials: None) -> Iterator[str]:
     client.create_bucket(Bucket=name)
     client.close()
     yield name
+
+
+@pytest.fixture(scope="session")
+def server_certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(cert, key) made with the real `openssl` CLI; the certificate is its own CA."""
+    return make_certificate(tmp_path_factory.mktemp("tls"))

@@ -3,19 +3,31 @@
 - `Receiver`: a JSON API that serves input records (optionally paginated) and
   accepts output chunks, de-duplicating by (jobId, jobName, chunk, role) the way
   the docs require HTTP receivers to. It also stands in for Krateo's
-  finops-database-handler (`POST /compute/<name>` answering `{"result": [...]}`).
+  finops-database-handler (`POST /compute/<name>`): like the real one (it builds a
+  command line with `key + '=' + value`) it answers 500 unless every value of the
+  body is a string; `.../<name>input` answers `{"result": [...]}`, other notebooks
+  keep the body de-duplicated by (job_uid, job_name, chunk, path).
+- `make_certificate`: a self-signed certificate for 127.0.0.1/localhost made by the
+  real `openssl` CLI; `serve(..., tls=(cert, key))` then speaks HTTPS with it.
 - `KServeStub`: a KServe v2 REST model (`POST /v2/models/NAME/infer`) that can
   answer a share of requests with 503 or 429 + Retry-After, hang, or reject poison.
+- `OpenAIStub`: an OpenAI-compatible chat server (`POST /v1/chat/completions`) that
+  answers a share of requests with 503 or 429 + Retry-After and counts the answers
+  it gave per prompt.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import ssl
+import subprocess
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -23,12 +35,33 @@ Reply = tuple[int, dict[str, str], Any]
 Handler = Callable[[str, str, dict[str, list[str]], Any, dict[str, str]], Reply]
 
 
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """(cert, key) PEM files: a certificate for 127.0.0.1/localhost that is its own CA."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
 @contextmanager
-def serve(handler: Handler) -> Iterator[str]:
-    """Run `handler(method, path, query, json_body, headers)` behind a local server."""
+def serve(handler: Handler, *, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """Run `handler(method, path, query, json_body, headers)` behind a local server.
+
+    With `tls` (cert, key) the server speaks HTTPS and the URL starts with https://.
+    """
 
     class Request(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body are two writes: without TCP_NODELAY, Nagle's algorithm and the
+        # client's delayed ACK hold each keep-alive response back by ~40 ms.
+        disable_nagle_algorithm = True
 
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
@@ -53,10 +86,15 @@ def serve(handler: Handler) -> Iterator[str]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Request)
     server.daemon_threads = True
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        scheme = "https" if tls is not None else "http"
+        yield f"{scheme}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -83,14 +121,25 @@ class Receiver:
     ) -> Reply:
         with self.lock:
             self.requests.append((method, path, body, headers))
-        if path.startswith("/compute/") and path.endswith("input"):
-            return 200, {}, {"result": self.records}
+        if path.startswith("/compute/"):
+            return self._compute(path, body)
         if method == "GET":
             return 200, {}, self._page(query)
         key = (body["jobId"], body["jobName"], body.get("chunk", "complete"), body.get("role", ""))
         with self.lock:
             self.chunks[key] = body
         return 200, {}, {"ok": True}
+
+    def _compute(self, path: str, body: Any) -> Reply:
+        if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values()):
+            # The real handler's `key + '=' + parameters[key]` raises TypeError: a 500.
+            return 500, {}, {"detail": "Internal Server Error"}
+        if path.endswith("input"):
+            return 200, {}, {"result": self.records}
+        key = (body.get("job_uid"), body.get("job_name"), body.get("chunk"), path)
+        with self.lock:
+            self.chunks[key] = body
+        return 200, {}, {"result": "ok"}
 
     def _page(self, query: dict[str, list[str]]) -> Any:
         if not self.page_size:
@@ -152,3 +201,62 @@ class KServeStub:
         with self.lock:
             self.statuses[status] = self.statuses.get(status, 0) + 1
         return status, headers, body
+
+
+class OpenAIStub:
+    """An OpenAI-compatible chat model answering `re: <prompt>`; 503 and 429 shares configurable.
+
+    A prompt is refused at most `max_faults_in_a_row` times in a row, so a client with more
+    attempts than that always gets through: fault tests are about retries, not luck.
+    """
+
+    def __init__(
+        self,
+        *,
+        unavailable: float = 0.0,
+        throttled: float = 0.0,
+        retry_after: str = "0",
+        max_faults_in_a_row: int = 2,
+        seed: int = 7,
+    ) -> None:
+        self.unavailable = unavailable
+        self.throttled = throttled
+        self.retry_after = retry_after
+        self.max_faults = max_faults_in_a_row
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.answered: Counter[str] = Counter()
+        self.statuses: Counter[int] = Counter()
+        self._streaks: Counter[str] = Counter()
+
+    def __call__(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, list[str]],
+        body: Any,
+        headers: dict[str, str],
+    ) -> Reply:
+        prompt = body["messages"][-1]["content"]
+        status = self._status(prompt)
+        if status == 503:
+            return 503, {}, {"error": {"message": "overloaded"}}
+        if status == 429:
+            return 429, {"Retry-After": self.retry_after}, {"error": {"message": "slow down"}}
+        message = {"role": "assistant", "content": f"re: {prompt}"}
+        return 200, {}, {"choices": [{"index": 0, "message": message}]}
+
+    def _status(self, prompt: str) -> int:
+        with self.lock:
+            roll = self.rng.random()
+            faulty = self._streaks[prompt] < self.max_faults
+            status = 200
+            if faulty and roll < self.unavailable:
+                status = 503
+            elif faulty and roll < self.unavailable + self.throttled:
+                status = 429
+            self._streaks[prompt] = self._streaks[prompt] + 1 if status != 200 else 0
+            self.statuses[status] += 1
+            if status == 200:
+                self.answered[prompt] += 1
+        return status

@@ -73,6 +73,11 @@ class MemorySink:
         with self.store.lock:
             return set(self.store.chunks.get(self.name, {}))
 
+    def committed_records(self, chunks: set[int]) -> int:
+        with self.store.lock:
+            held = self.store.chunks.get(self.name, {})
+            return sum(len(rows) for index, rows in held.items() if index in chunks)
+
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         # Serialise first: a value that is not JSON fails before anything is visible.
         rows = [json.loads(json.dumps(output_row(r), allow_nan=False)) for r in records]

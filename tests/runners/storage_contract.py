@@ -70,6 +70,30 @@ class StorageContract:
         with _closing(harness.sink()) as again:
             assert again.committed() == {0, 2}
 
+    def test_new_sink_counts_records_of_the_listed_chunks(self, harness: Harness) -> None:
+        if not harness.discovers_commits:
+            pytest.skip("this store cannot list committed chunks; a resumed run re-sends them")
+        with _closing(harness.sink()) as sink:
+            sink.write_chunk(0, outputs(0, 3))
+            sink.write_chunk(2, outputs(2, 0))
+            sink.write_chunk(4, outputs(4, 2))
+        with _closing(harness.sink()) as again:
+            assert again.committed_records({0, 2, 4}) == 5
+            assert again.committed_records({0, 1, 2}) == 3
+
+    def test_new_error_sink_counts_errors_with_multiline_values(self, harness: Harness) -> None:
+        if not harness.discovers_commits:
+            pytest.skip("this store cannot list committed chunks; a resumed run re-sends them")
+        errors = [
+            ErrorRecord("id-5", 5, {"x": 'a,"b"\nc'}, "bad\nrow"),
+            ErrorRecord("id-6", 6, {"x": 6}, "worse"),
+        ]
+        with _closing(harness.sink("errors")) as sink:
+            sink.write_chunk(0, errors)
+            sink.write_chunk(1, errors[1:])
+        with _closing(harness.sink("errors")) as again:
+            assert again.committed_records({0}) == 2
+
     def test_failed_write_leaves_chunk_invisible(self, harness: Harness) -> None:
         bad = [*outputs(3, 2), OutputRecord("id-bad", 32, {}, object())]
         with _closing(harness.sink()) as sink:

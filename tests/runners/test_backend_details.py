@@ -1,9 +1,9 @@
 """Backend behaviour beyond the shared contract: wire shapes, pagination, secrets, errors.
 
 Real: the backends, a stdlib HTTP server on 127.0.0.1 (standing in for a JSON
-API and for Krateo's finops-database-handler), moto's S3 server, SQLite files,
-Secret files laid out as the controller mounts them. Faked: nothing inside the
-backends.
+API), moto's S3 server, SQLite files, Secret files laid out as the controller
+mounts them. Faked: nothing inside the backends. Krateo's backend has its own
+module (test_krateo_storage.py), TLS its own (test_storage_tls.py).
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import sqlalchemy as sa
 from http_stub import Receiver, serve
 from runner_stores import s3_client
 
-from contracts.storage import FileStorage, HttpStorage, KrateoStorage, S3Storage, SqlStorage
+from contracts.storage import FileStorage, HttpStorage, S3Storage, SqlStorage
 from runners.api import ConfigError, OutputRecord, RunContext, TransientError
 from runners.storage.file import FileBackend
 from runners.storage.http import HttpBackend
-from runners.storage.krateo import KrateoBackend
 from runners.storage.s3 import S3Backend
 from runners.storage.sql import SqlBackend
 
@@ -128,56 +127,6 @@ def test_http_errors_map_to_transient_and_config_errors() -> None:
     assert transient.value.retry_after == 4.0
 
 
-def krateo(path: str) -> KrateoStorage:
-    return KrateoStorage.model_validate(
-        {
-            "api": {
-                "endpointRef": {"name": "finops", "namespace": "krateo-system"},
-                "path": path,
-                "verb": "POST",
-                "headers": ["Accept: application/json", "X-Trace: 42"],
-            }
-        }
-    )
-
-
-def test_krateo_reads_result_posting_parameters_with_endpoint_token(tmp_path: Path) -> None:
-    receiver = Receiver([{"sepal": 5.1}, {"sepal": 4.9}])
-    with serve(receiver) as url:
-        secret(tmp_path, "finops", "server-url", url)
-        secret(tmp_path, "finops", "token", "tok")
-        source = KrateoBackend().open_source(
-            krateo("/compute/sklearninput"), ctx(tmp_path, table="iris")
-        )
-        got = [r.data for r in source.records(0)]
-        source.close()
-    assert got == [{"sepal": 5.1}, {"sepal": 4.9}]
-    method, path, body, headers = receiver.requests[0]
-    assert (method, path, body) == ("POST", "/compute/sklearninput", {"table": "iris"})
-    assert headers["Authorization"] == "Bearer tok" and headers["X-Trace"] == "42"
-
-
-def test_krateo_output_merges_parameters_job_and_predictions(tmp_path: Path) -> None:
-    receiver = Receiver()
-    with serve(receiver) as url:
-        secret(tmp_path, "finops", "server-url", url + "/")
-        sink = KrateoBackend().open_sink(
-            krateo("compute/sklearnoutput"), ctx(tmp_path, out="t"), role="output"
-        )
-        sink.write_chunk(0, [OutputRecord("0", 0, {"sepal": 5.1}, 1)])
-        sink.close()
-    _, path, body, headers = receiver.requests[0]
-    assert path == "/compute/sklearnoutput"
-    assert body["out"] == "t" and body["jobId"] == "uid-9" and body["chunk"] == 0
-    assert body["predictions"][0]["prediction"] == 1
-    assert headers["Idempotency-Key"] == "uid-9-job-9-123-0"
-
-
-def test_krateo_without_endpoint_secret_names_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"api\.endpointRef: Secret 'finops' key 'server-url'"):
-        KrateoBackend().open_source(krateo("/x"), ctx(tmp_path))
-
-
 def test_s3_reads_csv_prefix_in_key_order_with_secret_credentials(
     tmp_path: Path, moto_endpoint: str, s3_bucket: str
 ) -> None:
@@ -219,6 +168,46 @@ def test_sql_query_binds_run_parameters(tmp_path: Path) -> None:
     assert got == [(0, "1"), (1, "3")]
 
 
+def _sqlite_table(tmp_path: Path, ddl: str, rows: str) -> str:
+    url = f"sqlite:///{tmp_path / 'k.db'}"
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE t ({ddl})"))
+        conn.execute(sa.text(f"INSERT INTO t VALUES {rows}"))
+    engine.dispose()
+    return url
+
+
+def _ids(settings: SqlStorage) -> list[tuple[int, str]]:
+    source = SqlBackend().open_source(settings, ctx())
+    try:
+        return [(r.position, r.id) for r in source.records(0)]
+    finally:
+        source.close()
+
+
+def test_sql_table_ids_default_to_its_single_column_primary_key(tmp_path: Path) -> None:
+    url = _sqlite_table(tmp_path, "code TEXT PRIMARY KEY, v INT", "('b', 2), ('a', 1), ('c', 3)")
+    assert _ids(SqlStorage(url=url, table="t")) == [(0, "a"), (1, "b"), (2, "c")]
+    assert _ids(SqlStorage(url=url, table="t", id_field="v")) == [(0, "1"), (1, "2"), (2, "3")]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "source"),
+    [
+        ("code TEXT, v INT, PRIMARY KEY (code, v)", {"table": "t"}),  # composite key
+        ("code TEXT PRIMARY KEY, v INT", {"table": "t", "columns": ["v"]}),  # key not read
+        ("code TEXT PRIMARY KEY, v INT", {"query": "SELECT * FROM t ORDER BY code"}),
+    ],
+    ids=["composite-key", "key-not-read", "query"],
+)
+def test_sql_ids_default_to_positions_without_a_single_key_column(
+    tmp_path: Path, ddl: str, source: dict[str, Any]
+) -> None:
+    url = _sqlite_table(tmp_path, ddl, "('b', 2), ('a', 1)")
+    assert _ids(SqlStorage.model_validate({"url": url, **source})) == [(0, "0"), (1, "1")]
+
+
 def test_sql_missing_table_and_unbound_parameter_are_config_errors(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'e.db'}"
     with pytest.raises(ConfigError, match="table: table 'nope' does not exist"):
@@ -258,6 +247,21 @@ def test_file_output_csv_has_one_row_per_record(tmp_path: Path) -> None:
     assert json.loads(json.dumps(sink.location)) == str(tmp_path / "out")
 
 
+def test_s3_counts_records_of_chunks_written_without_a_count(
+    moto_endpoint: str, s3_bucket: str
+) -> None:
+    client = s3_client(moto_endpoint)
+    client.put_object(Bucket=s3_bucket, Key="o/part-000000.jsonl", Body=b'{"id": "a"}\n' * 3)
+    client.close()
+    settings = S3Storage(
+        bucket=s3_bucket, prefix="o", endpoint_url=moto_endpoint, force_path_style=True
+    )
+    sink = S3Backend().open_sink(settings, ctx(), role="output")
+    sink.write_chunk(1, [OutputRecord("b", 1, {}, 1)])
+    assert sink.committed_records({0, 1}) == 4
+    sink.close()
+
+
 def test_s3_chunk_already_holding_other_records_is_refused(
     moto_endpoint: str, s3_bucket: str
 ) -> None:
@@ -270,29 +274,3 @@ def test_s3_chunk_already_holding_other_records_is_refused(
     with pytest.raises(RuntimeError, match="holds another run's output"):
         sink.write_chunk(0, [OutputRecord("b", 0, {}, 1)])
     sink.close()
-
-
-def test_krateo_basic_auth_and_base64_ca_are_used_and_cleaned_up(tmp_path: Path) -> None:
-    import base64
-
-    receiver = Receiver([{"v": 1}])
-    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-    with serve(receiver) as url:
-        secret(tmp_path, "finops", "server-url", url)
-        secret(tmp_path, "finops", "username", "ann")
-        secret(tmp_path, "finops", "password", "pw")
-        secret(
-            tmp_path,
-            "finops",
-            "certificate-authority-data",
-            base64.b64encode(pem.encode()).decode(),
-        )
-        source = KrateoBackend().open_source(krateo("/compute/irisinput"), ctx(tmp_path))
-        ca_file = Path(str(source.endpoint.session.verify))
-        assert ca_file.read_text() == pem
-        assert [r.data for r in source.records(0)] == [{"v": 1}]  # plain http: CA unused
-        source.close()
-    assert not ca_file.exists()
-    assert (
-        receiver.requests[0][3]["Authorization"] == "Basic " + base64.b64encode(b"ann:pw").decode()
-    )

@@ -90,6 +90,23 @@ def test_error_budget_exceeded_exits_1_with_reason(
     assert "error budget exceeded" in capsys.readouterr().err
 
 
+def test_restarted_pod_still_exits_1_when_the_budget_was_spent_before(
+    env: Path, model: FakeModel, store: MemoryStore
+) -> None:
+    def every_tenth_fails(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("bad") if int(r.id) % 10 == 5 else Prediction(1) for r in records]
+
+    store.inputs = [{"n": i} for i in range(30)]
+    model.handler = every_tenth_fails
+    doc = contract(runner={"chunkSize": 10, "maxFailedRecords": 2})
+    first = run_cli(env, doc)[0]
+    second, second_summary = run_cli(env, doc)  # the Job's retry: resumes after chunks 0 and 1
+    assert first == second == 1
+    assert sorted(store.chunks["out"]) == [0, 1]
+    assert second_summary is not None and second_summary["recordsFailed"] == 2
+    assert "3 failed records of 30" in second_summary["reason"]
+
+
 def test_bad_contract_exits_2_with_one_line_naming_the_field(
     env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,10 +1,11 @@
 """Faults between the runner and a model server: flaky answers, a hanging server, poison.
 
 Real: the runner in-process (contract file -> exit code), the file backend, the
-registered `kserve-v2` protocol client (runners/models/kserve.py) speaking HTTP
-to a local KServe v2 JSON stub (stdlib http.server on 127.0.0.1, see
-http_stub.KServeStub). Faked: the model itself (the stub doubles row sums and
-misbehaves on purpose, with a seeded RNG).
+registered `kserve-v2` and `openai-chat` protocol clients (runners/models/) speaking
+HTTP to local stubs (stdlib http.server on 127.0.0.1, see http_stub.KServeStub and
+http_stub.OpenAIStub), with the retry waits they really make. Faked: the models
+themselves (the stubs double row sums or echo prompts, and misbehave on purpose,
+with a seeded RNG).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 from fakes import contract
-from http_stub import KServeStub, serve
+from http_stub import KServeStub, OpenAIStub, serve
 
 from runners import cli
 
@@ -126,3 +127,27 @@ def test_poison_records_are_isolated_and_the_rest_written(env: Path) -> None:
     errors = rows(env / "out-errors")
     assert sorted(e["id"] for e in errors) == ["k42", "k7"]
     assert all("HTTP 400" in e["reason"] for e in errors)
+
+
+def test_flaky_chat_server_answers_every_record_exactly_once(env: Path) -> None:
+    stub = OpenAIStub(unavailable=0.10, throttled=0.05)
+    prompts = [f"question {i}" for i in range(320)]
+    data = env / "in.jsonl"
+    data.write_text("".join(json.dumps({"key": p, "prompt": p}) + "\n" for p in prompts))
+    doc = contract(
+        input={"file": {"path": str(data), "idField": "key"}},
+        output={"file": {"path": str(env / "out")}},
+        runner={**FAST_RETRY, "batchSize": 32, "concurrency": 4, "chunkSize": 100},
+    )
+    with serve(stub) as url:
+        doc["model"] = {"protocol": "openai-chat", "url": url, "name": "tiny"}
+        (env / "contract.json").write_text(json.dumps(doc))
+        code = cli.main(["--contract", str(env / "contract.json")])
+    summary = json.loads((env / "termination-log").read_text())
+    assert code == 0, summary
+    assert stub.statuses[503] > 0 and stub.statuses[429] > 0
+    # Each request was retried on its own: no batch was retried, no answer was asked twice.
+    assert stub.answered == dict.fromkeys(prompts, 1)
+    assert summary["recordsRetried"] == 0
+    written = rows(env / "out")
+    assert sorted(r["prediction"] for r in written) == sorted(f"re: {p}" for p in prompts)

@@ -1,14 +1,14 @@
 """The kill test: SIGKILL `python -m runners` at random moments, restart, count the output.
 
 Real: the runner process (a subprocess, exactly as the Job's container runs it),
-its contract file, and the stores: local files, SQLite, PostgreSQL, moto's S3
-server. Faked: the model, an in-process echo protocol registered in place of
+its contract file, and the stores: local files, SQLite, PostgreSQL, MariaDB,
+moto's S3 server. Faked: the model, an in-process echo protocol registered in place of
 `kserve-v2` through LONGRUN_RUNNER_PLUGINS (see fake_models.py), so the test
 measures commit/resume, not a model server.
 
 Each scenario: 100,000 input records, a seeded RNG choosing when to kill
 (a bounded number of kills), restarts until exit 0, then every record must be
-in the output exactly once.
+in the output exactly once, and the last pod's summary must count all of them.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ class Outcome:
     attempts: int = 0
     exit_codes: list[int] = field(default_factory=list)
     committed_after_kill: list[int] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
 
 
 def run_with_kills(
@@ -83,6 +84,7 @@ def run_with_kills(
                 continue
             outcome.exit_codes.append(code)
             if code == 0:
+                outcome.summary = json.loads((tmp / "termination-log").read_text())
                 print(f"kill test {tmp.name}: {outcome}")  # shown with -s, for the record
                 return outcome
     raise AssertionError(f"runner never succeeded: {outcome}; see {tmp / 'runner.log'}")
@@ -132,6 +134,8 @@ def assert_exactly_once(ids: list[str], outcome: Outcome) -> None:
     assert len(ids) == RECORDS, f"{len(ids)} records written after {outcome}"
     assert len(set(ids)) == RECORDS, "duplicates in the output"
     assert set(ids) == {f"k{i:06d}" for i in range(RECORDS)}
+    counts = {k: outcome.summary.get(k) for k in ("recordsWritten", "recordsFailed", "chunks")}
+    assert counts == {"recordsWritten": RECORDS, "recordsFailed": 0, "chunks": CHUNKS}
 
 
 def test_file_output_is_exactly_once_across_kills(tmp_path: Path) -> None:
@@ -235,6 +239,12 @@ def _generate_rows(dialect: str, table: str) -> str:
             f"INSERT INTO {table} SELECT 'k' || lpad(i::text, 6, '0'), i "
             f"FROM generate_series(0, {RECORDS - 1}) AS i"
         )
+    if dialect in ("mysql", "mariadb"):
+        # MariaDB's Sequence engine: its recursive CTEs stop at max_recursive_iterations (1000).
+        return (
+            f"INSERT INTO {table} SELECT CONCAT('k', LPAD(seq, 6, '0')), seq "
+            f"FROM seq_0_to_{RECORDS - 1}"
+        )
     return (
         f"WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < {RECORDS - 1}) "
         f"INSERT INTO {table} SELECT printf('k%06d', i), i FROM c"
@@ -253,6 +263,16 @@ def test_postgres_output_is_exactly_once_across_kills(
         _sql_roundtrip(tmp_path, postgres_url, table_name, seed=14)
     finally:
         drop_tables(postgres_url, table_name)
+
+
+@pytest.mark.requires_service
+def test_mariadb_output_is_exactly_once_across_kills(
+    tmp_path: Path, mariadb_url: str, table_name: str
+) -> None:
+    try:
+        _sql_roundtrip(tmp_path, mariadb_url, table_name, seed=15)
+    finally:
+        drop_tables(mariadb_url, table_name)
 
 
 def test_sigterm_exits_143_with_summary_and_a_restart_completes(tmp_path: Path) -> None:

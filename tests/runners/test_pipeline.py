@@ -8,18 +8,20 @@ in FakeModel) and time (backoff delays are recorded, not slept).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 from fakes import FakeModel, echo
-from memory_backend import MemoryBackend, MemoryStore
+from memory_backend import MemoryBackend, MemorySink, MemoryStore
 
 from contracts.config import RunnerTuning
 from runners.api import (
     BatchRejected,
+    ErrorRecord,
     InputRecord,
     Outcome,
+    OutputRecord,
     Prediction,
     RecordFailure,
     RunContext,
@@ -169,23 +171,88 @@ def test_budget_failure_does_not_commit_the_offending_chunk() -> None:
     assert "out" not in store.manifests
 
 
+def old_rows(count: int) -> list[dict[str, Any]]:
+    """Rows of a chunk an earlier pod committed."""
+    return [{"id": "old"}] * count
+
+
 def test_resume_skips_committed_chunks() -> None:
     store = MemoryStore()
-    store.chunks["out"] = {0: [{"id": "old"}], 1: [{"id": "old"}]}
+    store.chunks["out"] = {0: old_rows(10), 1: old_rows(10)}
     model = FakeModel()
     store, stats = run(model, records=35, chunkSize=10, store=store)
     seen = sorted(int(i) for batch in model.batches for i in batch)
     assert seen == list(range(20, 35))
     assert sorted(store.chunks["out"]) == [0, 1, 2, 3]
-    assert stats.chunks == 4 and stats.written == 15
+    assert (stats.read, stats.chunks) == (15, 4)
+
+
+def test_resumed_counts_include_records_of_committed_chunks() -> None:
+    store = MemoryStore()
+    store.chunks["out"] = {0: old_rows(9), 1: old_rows(10)}
+    store.chunks["err"] = {0: old_rows(1)}
+    store, stats = run(FakeModel(), records=35, chunkSize=10, store=store, maxFailedRecords=1)
+    assert (stats.written, stats.failed) == (34, 1)
+    assert store.manifests["out"]["recordsWritten"] == 34
+    assert store.manifests["out"]["recordsFailed"] == 1
+
+
+def test_budget_counts_failures_committed_before_a_restart() -> None:
+    def fail_25(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("x") if r.id == "25" else Prediction(1) for r in records]
+
+    store = MemoryStore()
+    store.chunks["out"] = {0: old_rows(9), 1: old_rows(9)}
+    store.chunks["err"] = {0: old_rows(1), 1: old_rows(1)}
+    with pytest.raises(BudgetExceeded, match="3 failed records of 30"):
+        run(FakeModel(fail_25), records=50, chunkSize=10, store=store, maxFailedRecords=2)
+    assert sorted(store.chunks["out"]) == [0, 1]
 
 
 def test_resume_rewrites_stale_error_chunk_of_first_uncommitted_chunk() -> None:
     store = MemoryStore()
     store.chunks["out"] = {0: []}
     store.chunks["err"] = {1: [{"id": "stale", "reason": "from the killed attempt"}]}
-    store, _ = run(FakeModel(), records=20, chunkSize=10, store=store)
+    store, stats = run(FakeModel(), records=20, chunkSize=10, store=store)
     assert store.chunks["err"][1] == []
+    assert stats.failed == 0  # the stale chunk is not counted, though the error sink holds it
+
+
+class LegacySink:
+    """A sink written before `committed_records` existed."""
+
+    def __init__(self, sink: MemorySink) -> None:
+        self.inner = sink
+        self.location = sink.location
+
+    def committed(self) -> set[int]:
+        return self.inner.committed()
+
+    def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
+        self.inner.write_chunk(index, records)
+
+    def finish(self, summary: Mapping[str, Any]) -> None:
+        self.inner.finish(summary)
+
+    def close(self) -> None:
+        pass
+
+
+def test_sink_without_committed_records_still_resumes() -> None:
+    store = MemoryStore(inputs=[{"n": i} for i in range(30)])
+    store.chunks["out"] = {0: old_rows(10)}
+    backend, stats = MemoryBackend(store), Stats()
+    Pipeline(
+        backend.open_source({}, CTX),
+        LegacySink(backend.open_sink({"name": "out"}, CTX, role="output")),  # type: ignore[arg-type]
+        LegacySink(backend.open_sink({"name": "err"}, CTX, role="errors")),  # type: ignore[arg-type]
+        FakeModel(),
+        RunnerTuning(chunk_size=10, progress_interval_seconds=60),
+        stats,
+        backoff=RecordingBackoff(),
+    ).run()
+    assert (stats.written, stats.chunks) == (20, 3)  # counts of this pod only
+    assert sorted(store.chunks["out"]) == [0, 1, 2]
 
 
 def test_stop_abandons_in_flight_chunk_and_keeps_committed_ones() -> None:

@@ -1,7 +1,8 @@
 """The plugin registry, backoff and rate limiter, and progress lines.
 
 Real: runners.registry against the installed entry points (the editable
-install of this repo), runners.retry, runners.progress. Faked: entry points
+install of this repo), runners.retry, runners.progress, and the entry points
+shown in docs/custom-runner.md checked against the contract's schema. Faked: entry points
 where a test needs a duplicate, module imports where a test needs a missing
 dependency, and clocks (no sleeping, no timed assertions).
 """
@@ -10,16 +11,21 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import threading
+import tomllib
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contracts.config import RunnerTuning
+from contracts.model import ModelEndpoint
 from runners import registry
 from runners.api import ConfigError, TransientError
 from runners.progress import Progress
-from runners.retry import Backoff, RateLimiter, Stopped, call_with_retry
+from runners.retry import Backoff, RateLimiter, RequestPolicy, Stopped, call_with_retry
 from runners.storage.file import FileBackend
 
 
@@ -86,6 +92,22 @@ def test_malformed_env_hook_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -
         registry.Registry(registry.STORAGE_GROUP).load("local")
 
 
+def test_protocol_names_in_the_custom_runner_guide_pass_contract_validation() -> None:
+    guide = (Path(__file__).parents[2] / "docs" / "custom-runner.md").read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", guide, flags=re.S)
+    names = [
+        name
+        for block in blocks
+        for name in tomllib.loads(block)
+        .get("project", {})
+        .get("entry-points", {})
+        .get(registry.PROTOCOLS_GROUP, {})
+    ]
+    assert names
+    for name in names:
+        ModelEndpoint.model_validate({"protocol": name, "url": "http://m", "name": "m"})
+
+
 def test_backoff_is_full_jitter_below_the_exponential_cap() -> None:
     backoff = Backoff(initial=0.5, maximum=4.0, max_attempts=9, rng=random.Random(1))
     for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (8, 4.0)]:
@@ -140,6 +162,23 @@ def test_rate_limiter_spaces_requests_by_the_interval() -> None:
     for _ in range(3):
         limiter.acquire(stop)
     assert stop.waits == [0.25, 0.5]
+
+
+def test_request_policy_follows_the_runner_tuning_and_paces_each_call() -> None:
+    tuning = RunnerTuning(max_attempts=3, initial_backoff_seconds=0.2, requests_per_second=4)
+    policy = RequestPolicy.from_tuning(tuning)
+    assert (policy.backoff.initial, policy.backoff.max_attempts) == (0.2, 3)
+    assert policy.limiter is not None
+    assert RequestPolicy.from_tuning(RunnerTuning()).limiter is None
+    calls = iter([TransientError("busy", retry_after=0), "ok"])
+
+    def flaky() -> str:
+        outcome = next(calls)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    assert policy.call(flaky) == "ok"
 
 
 def test_progress_line_has_count_rate_and_eta() -> None:

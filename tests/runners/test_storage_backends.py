@@ -125,13 +125,14 @@ class SqlHarness:
             sa.Column(k, sa.String(64) if isinstance(v, str) else sa.Integer)
             for k, v in records[0].items()
         ]
-        # A primary key gives the table a stable order when there is no id field.
-        pk = sa.Column("pk", sa.Integer, primary_key=True, autoincrement=True)
+        # A primary key gives the table a stable order when there is no id field, and is
+        # then the default id: pk = position, so those ids are the positions the suite expects.
+        pk = sa.Column("pk", sa.Integer, primary_key=True, autoincrement=False)
         table = sa.Table(f"{self.table}_in", meta, pk, *columns)
         try:
             meta.create_all(engine)
             with engine.begin() as conn:
-                conn.execute(sa.insert(table), records)
+                conn.execute(sa.insert(table), [{"pk": i, **r} for i, r in enumerate(records)])
         finally:
             engine.dispose()
         settings = SqlStorage(url=self.url, table=table.name, id_field=id_field)
@@ -244,12 +245,15 @@ class KrateoHarness(HttpHarness):
         return KrateoBackend().open_sink(self._settings("/compute/output"), self.ctx, role=role)
 
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
-        field = "errors" if role == "errors" else "predictions"
-        return {
-            key[2]: body[field]
-            for key, body in self.receiver.chunks.items()
-            if field in body and isinstance(key[2], int)
-        }
+        # Krateo bodies hold strings only: the rows are JSON-encoded (runners/storage/krateo.py).
+        found = {}
+        for (_, _, chunk, _), body in self.receiver.chunks.items():
+            if role == "errors" and "errors" in body:
+                found[int(chunk)] = json.loads(body["errors"])
+            elif role != "errors" and "predictions" in body:
+                pairs = zip(json.loads(body["ids"]), json.loads(body["predictions"]), strict=True)
+                found[int(chunk)] = [{"id": i, "prediction": p} for i, p in pairs]
+        return found
 
     def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source | None:
         if id_field is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import http.server
 import ssl
-import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -51,20 +50,9 @@ def put_secret(secrets_dir: Path) -> Callable[..., Path]:
 
 
 @pytest.fixture(scope="session")
-def certificate(tmp_path_factory: pytest.TempPathFactory) -> Certificate:
-    """Made with the real `openssl` CLI; the certificate is its own CA."""
-    folder = tmp_path_factory.mktemp("tls")
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )  # fmt: skip
-    return Certificate(cert, key)
+def certificate(server_certificate: tuple[Path, Path]) -> Certificate:
+    """Made with the real `openssl` CLI (tests/runners/conftest.py); it is its own CA."""
+    return Certificate(*server_certificate)
 
 
 @pytest.fixture

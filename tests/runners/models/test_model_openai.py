@@ -1,19 +1,24 @@
 """OpenAI-compatible chat, completions and embeddings clients: URLs, bodies, answers, failures.
 
 Faked: the HTTP transport (`FakeTransport`), answering like vLLM/llama.cpp/Ollama would,
-including servers that refuse prompt lists. Real: the clients and endpoint validation.
+including servers that refuse prompt lists, and the waits of per-request retries (a stop event
+that records them instead of sleeping, a rate limiter on a clock that never moves). Real: the
+clients, endpoint validation, runners.retry.
 The same clients against a real llama.cpp server are in test_model_real_servers.py.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from model_fakes import FakeTransport, Sent, endpoint, records, reply
 
+from contracts.config import RunnerTuning
 from runners.api import (
     ConfigError,
     Prediction,
@@ -23,6 +28,7 @@ from runners.api import (
 )
 from runners.models.http import HttpResponse
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient, api_url
+from runners.retry import Backoff, RateLimiter, RequestPolicy
 
 
 @pytest.mark.parametrize(
@@ -132,11 +138,90 @@ def test_chat_stops_the_run_when_the_key_is_refused(ctx: RunContext) -> None:
         ChatClient(endpoint("openai-chat"), ctx, transport=fake).predict(records({"prompt": "x"}))
 
 
-def test_chat_raises_transient_error_when_rate_limited(ctx: RunContext) -> None:
+class RecordingStop(threading.Event):
+    """A stop event that is never set and records the waits instead of sleeping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[float | None] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(timeout)
+        return False
+
+
+def policy(*, attempts: int = 5, rate: float | None = None) -> RequestPolicy:
+    """Retries without sleeping; a rate limiter on a clock that never moves."""
+    limiter = RateLimiter(rate, clock=lambda: 0.0) if rate else None
+    return RequestPolicy(Backoff(0.5, 30.0, attempts), limiter, RecordingStop())
+
+
+def waits(used: RequestPolicy) -> list[float | None]:
+    assert isinstance(used.stop, RecordingStop)
+    return used.stop.waits
+
+
+def failing_once(prompt: str, status: int, **headers: str) -> Callable[[Sent], HttpResponse]:
+    """Chat answers, except a first `status` for `prompt`."""
+    failed: list[str] = []
+
+    def handle(sent: Sent) -> HttpResponse:
+        if sent.json()["messages"][-1]["content"] == prompt and not failed:
+            failed.append(prompt)
+            return reply({"error": "busy"}, status=status, headers=headers)
+        return chat_answer(sent)
+
+    return handle
+
+
+def test_chat_retries_only_the_request_that_failed(ctx: RunContext) -> None:
+    fake, used = FakeTransport(failing_once("b", 503)), policy()
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=fake, policy=used)
+    outcomes = client.predict(records({"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}))
+    assert outcomes == [Prediction("re: a"), Prediction("re: b"), Prediction("re: c")]
+    assert [s.json()["messages"][-1]["content"] for s in fake.sent] == ["a", "b", "b", "c"]
+    assert len(waits(used)) == 1
+
+
+def test_chat_waits_at_least_retry_after_before_resending(ctx: RunContext) -> None:
+    fake, used = FakeTransport(failing_once("a", 429, **{"Retry-After": "7"})), policy()
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=fake, policy=used)
+    assert client.predict(records({"prompt": "a"})) == [Prediction("re: a")]
+    assert len(fake.sent) == 2
+    assert len(waits(used)) == 1 and (waits(used)[0] or 0) >= 7
+
+
+def test_chat_rate_limit_paces_every_request_not_every_batch(ctx: RunContext) -> None:
+    fake, used = FakeTransport(chat_answer), policy(rate=2)
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=fake, policy=used)
+    client.predict(records({"prompt": "a"}, {"prompt": "b"}, {"prompt": "c"}))
+    assert waits(used) == [0.5, 1.0]  # 2 requests/s: the 2nd and 3rd request wait their turn
+
+
+def test_chat_raises_transient_error_when_a_request_runs_out_of_attempts(
+    ctx: RunContext,
+) -> None:
     fake = FakeTransport(lambda _: reply({}, status=429, headers={"Retry-After": "3"}))
+    used = policy(attempts=2)
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=fake, policy=used)
     with pytest.raises(TransientError) as caught:
-        ChatClient(endpoint("openai-chat"), ctx, transport=fake).predict(records({"prompt": "x"}))
+        client.predict(records({"prompt": "x"}, {"prompt": "y"}))
     assert caught.value.retry_after == 3
+    assert len(fake.sent) == 2 and waits(used) == [3.0]
+
+
+def test_chat_without_a_policy_retries_with_the_default_tuning(ctx: RunContext) -> None:
+    client = ChatClient(endpoint("openai-chat"), ctx)
+    assert client.policy.backoff.max_attempts == RunnerTuning().max_attempts
+    assert client.policy.limiter is None
+
+
+def test_chat_follows_the_runs_tuning_and_stop_event(ctx: RunContext) -> None:
+    stop = threading.Event()
+    tuning = RunnerTuning(max_attempts=9, requests_per_second=3.0)
+    client = ChatClient(endpoint("openai-chat"), replace(ctx, tuning=tuning, stop=stop))
+    assert client.policy.backoff.max_attempts == 9
+    assert client.policy.limiter is not None and client.policy.stop is stop
 
 
 def test_chat_sends_the_api_key(ctx: RunContext, put_secret: Callable[..., Path]) -> None:
@@ -188,6 +273,22 @@ def test_completions_falls_back_to_one_request_per_record(status: int, ctx: RunC
     client.predict(records({"prompt": "c"}, {"prompt": "d"}))
     prompts = [s.json()["prompt"] for s in fake.sent]
     assert prompts == [["a", "b"], "a", "b", "c", "d"]
+
+
+def test_completions_fallback_retries_each_prompt_on_its_own(ctx: RunContext) -> None:
+    failed: list[str] = []
+
+    def handle(sent: Sent) -> HttpResponse:
+        if sent.json()["prompt"] == "b" and not failed:
+            failed.append("b")
+            return reply({"error": "busy"}, status=503)
+        return one_prompt_only(400)(sent)
+
+    fake, used = FakeTransport(handle), policy()
+    client = CompletionsClient(endpoint("openai-completions"), ctx, transport=fake, policy=used)
+    outcomes = client.predict(records({"prompt": "a"}, {"prompt": "b"}))
+    assert outcomes == [Prediction("<a>"), Prediction("<b>")]
+    assert [s.json()["prompt"] for s in fake.sent] == [["a", "b"], "a", "b", "b"]
 
 
 def test_completions_falls_back_when_the_server_answers_one_choice(ctx: RunContext) -> None:
