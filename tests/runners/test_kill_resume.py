@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from fake_models import PLUGIN_SPEC
+from fake_models import DELAY_ENV, PLUGIN_SPEC
 from fakes import contract
 from runner_stores import drop_tables, s3_client
 
@@ -147,8 +147,14 @@ def test_file_output_is_exactly_once_across_kills(tmp_path: Path) -> None:
         output={"file": {"path": str(out)}},
         runner=TUNING,
     )
+    # Local files commit so fast that a whole attempt could finish between two kills:
+    # 30 ms per batch makes a chunk take ~0.15 s, so kills land mid-run on any machine.
     outcome = run_with_kills(
-        tmp_path, doc, seed=11, extra_env={}, committed=lambda: len(list(out.glob("part-*")))
+        tmp_path,
+        doc,
+        seed=11,
+        extra_env={DELAY_ENV: "0.03"},
+        committed=lambda: len(list(out.glob("part-*"))),
     )
     ids = [
         json.loads(line)["id"]
