@@ -198,7 +198,7 @@ class Api(ListingMixin, DeletionMixin):
             if not rt.is_custom:
                 obj["status"] = {}
         if (rt.group, rt.plural) == ("", "pods"):
-            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+            obj["status"] = {"phase": "Pending"}  # qosClass comes with the defaults
 
     # -- admission: prune/default/validate ---------------------------------------
     def _admit(self, rt: ResourceType, obj: Obj, old: Obj | None, req: Request) -> Obj:

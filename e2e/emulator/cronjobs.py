@@ -82,10 +82,11 @@ class CronJobController:
             return
         status = copy.deepcopy(cj.get("status") or {})
         jobs = self._owned_jobs(cj)
+        # sync(): history cleanup comes first, every pass, even suspended or deleting.
+        self._cleanup_history(cj, status, jobs)
         self._sync_active(cj, status, jobs)
         if not cj["metadata"].get("deletionTimestamp") and not cj["spec"].get("suspend"):
             self._maybe_start(cj, status)
-            self._cleanup_history(cj, jobs)
         self._write_status(cj, status)
 
     def _owned_jobs(self, cj: Obj) -> list[Obj]:
@@ -101,26 +102,37 @@ class CronJobController:
         ]
 
     def _sync_active(self, cj: Obj, status: Obj, jobs: list[Obj]) -> None:
-        """status.active = owned unfinished Jobs; note the latest successful finish."""
-        active = []
-        known = {r["uid"]: r for r in status.get("active") or []}
+        """syncCronJob's bookkeeping: status.active lists only Jobs this controller started.
+
+        A finished active Job leaves the list; an unfinished Job it did not start is
+        reported (UnexpectedJob), not adopted; a vanished one is dropped (MissingJob).
+        """
+        active = list(status.get("active") or [])
         for job in jobs:
-            state = is_finished(job)
-            if state is None and not job["metadata"].get("deletionTimestamp"):
-                # References keep the resourceVersion they were created with.
-                active.append(known.get(job["metadata"]["uid"]) or _ref(job))
-            if state and job["metadata"]["uid"] in known:
-                msg = f"Saw completed job: {job['metadata']['name']}, status: {state}"
-                self._event(cj, "SawCompletedJob", msg)
-            if state == "Complete":
+            meta, state = job["metadata"], is_finished(job)
+            known = any(r["uid"] == meta["uid"] for r in active)
+            if not known and state is None:
+                msg = f"Saw a job that the controller did not create or forgot: {meta['name']}"
+                self._event(cj, "UnexpectedJob", msg, warning=True)
+            elif known and state:
+                active = [r for r in active if r["uid"] != meta["uid"]]
+                self._event(
+                    cj, "SawCompletedJob", f"Saw completed job: {meta['name']}, status: {state}"
+                )
+            elif state == "Complete":
                 done = (job.get("status") or {}).get("completionTime")
                 if done and done > status.get("lastSuccessfulTime", ""):
                     status["lastSuccessfulTime"] = done
-        active.sort(key=lambda r: r["name"])
+        for ref in [r for r in active if not self._exists(r)]:
+            self._event(cj, "MissingJob", f"Active job went missing: {ref['name']}")
+            active.remove(ref)
         if active:
             status["active"] = active
         else:
             status.pop("active", None)
+
+    def _exists(self, ref: Obj) -> bool:
+        return self.api.store.get("jobs.batch", ref["namespace"], ref["name"]) is not None
 
     def _maybe_start(self, cj: Obj, status: Obj) -> None:
         now = self.api.clock.now()
@@ -137,11 +149,12 @@ class CronJobController:
             return
         if policy == "Replace":
             for ref in status.get("active", []):
-                self._delete_job(cj["metadata"]["namespace"], ref["name"])
+                self._delete_job(cj, ref["name"])
             status.pop("active", None)
         job = self._create_job(cj, name, scheduled)
-        if job is not None:
-            status.setdefault("active", []).append(_ref(job))
+        if job is None:
+            return
+        status.setdefault("active", []).append(_ref(job))
         status["lastScheduleTime"] = rfc3339(scheduled)
 
     def _create_job(self, cj: Obj, name: str, scheduled: datetime) -> Obj | None:
@@ -176,14 +189,25 @@ class CronJobController:
         assert self.jobs is not None
         try:
             created = self.api.create(self.jobs, meta["namespace"], job)
-            self._event(cj, "SuccessfulCreate", f"Created job {name}")
-            return created
         except Exception as exc:
             if getattr(exc, "reason", "") == "AlreadyExists":
-                return self.api.store.get("jobs.batch", meta["namespace"], name)
+                return self._existing_job(cj, name)
             raise
+        self._event(cj, "SuccessfulCreate", f"Created job {name}")
+        return created
 
-    def _cleanup_history(self, cj: Obj, jobs: list[Obj]) -> None:
+    def _existing_job(self, cj: Obj, name: str) -> Obj | None:
+        """The name is the lock: a Job this CronJob controls was started by us and then
+        forgotten, so it is listed again; anyone else's Job means "handled", not adopted."""
+        job = self.api.store.get("jobs.batch", cj["metadata"]["namespace"], name)
+        if job is None:
+            return None
+        uid = cj["metadata"]["uid"]
+        refs = job["metadata"].get("ownerReferences") or []
+        return job if any(r.get("controller") and r.get("uid") == uid for r in refs) else None
+
+    def _cleanup_history(self, cj: Obj, status: Obj, jobs: list[Obj]) -> None:
+        """Delete finished Jobs beyond the history limits, earliest started first."""
         spec = cj["spec"]
         for state, limit in (
             ("Complete", spec.get("successfulJobsHistoryLimit", 3)),
@@ -194,27 +218,28 @@ class CronJobController:
                 for j in jobs
                 if is_finished(j) == state and not j["metadata"].get("deletionTimestamp")
             ]
-            done.sort(
-                key=lambda j: (
-                    (j.get("status") or {}).get("startTime") or j["metadata"]["creationTimestamp"]
-                )
-            )
+            done.sort(key=_start_order)
             for job in done[: max(len(done) - limit, 0)]:
-                self._delete_job(job["metadata"]["namespace"], job["metadata"]["name"])
-                self._event(cj, "SuccessfulDelete", f"Deleted job {job['metadata']['name']}")
+                meta = job["metadata"]
+                self._delete_job(cj, meta["name"])
+                status["active"] = [
+                    r for r in status.get("active") or [] if r["uid"] != meta["uid"]
+                ]
+                self._event(cj, "SuccessfulDelete", f"Deleted job {meta['name']}")
 
-    def _event(self, cj: Obj, reason: str, message: str) -> None:
+    def _event(self, cj: Obj, reason: str, message: str, *, warning: bool = False) -> None:
         record(
             self.api,
             cj,
-            type_="Normal",
+            type_="Warning" if warning else "Normal",
             reason=reason,
             message=message,
             component="cronjob-controller",
         )
 
-    def _delete_job(self, ns: str, name: str) -> None:
+    def _delete_job(self, cj: Obj, name: str) -> None:
         assert self.jobs is not None
+        ns = cj["metadata"]["namespace"]
         try:
             self.api.delete(self.jobs, ns, name, DeleteOptions(propagation="Background"))
         except Exception as exc:
@@ -249,3 +274,9 @@ def _ref(job: Obj) -> Obj:
         "uid": meta["uid"],
         "resourceVersion": meta["resourceVersion"],
     }
+
+
+def _start_order(job: Obj) -> tuple[bool, str, str]:
+    """byJobStartTime: by status.startTime, Jobs never started last, ties by name."""
+    start = (job.get("status") or {}).get("startTime")
+    return (start is None, start or "", job["metadata"]["name"])

@@ -15,6 +15,7 @@ from .options import DeleteOptions, Request
 from .registry import ResourceType
 from .store import Obj, Store
 
+POLICIES = {"orphan": "Orphan", "foregroundDeletion": "Foreground"}  # GC finalizer -> policy
 JOB_ORPHAN_WARNING = (
     "child pods are preserved by default when jobs are deleted; set propagationPolicy=Background "
     "to remove them or set propagationPolicy=Orphan to suppress this warning"
@@ -69,7 +70,7 @@ class DeletionMixin:
                 )
             if req.dry_run:
                 return self.present(rt, old), False
-            return self._delete_locked(rt, old, policy, opts)
+            return self._delete_locked(rt, old, opts)
 
     def _check_preconditions(self, rt: ResourceType, old: Obj, opts: DeleteOptions) -> None:
         meta = old["metadata"]
@@ -90,18 +91,19 @@ class DeletionMixin:
                 f"ResourceVersion in object meta: {meta['resourceVersion']}",
             )
 
-    def _delete_locked(
-        self, rt: ResourceType, old: Obj, policy: str, opts: DeleteOptions
-    ) -> tuple[Obj, bool]:
+    def _delete_locked(self, rt: ResourceType, old: Obj, opts: DeleteOptions) -> tuple[Obj, bool]:
         meta = old["metadata"]
-        if meta.get("deletionTimestamp"):
+        deleting = bool(meta.get("deletionTimestamp"))
+        pending = meta.get("deletionGracePeriodSeconds") and opts.grace_period != 0
+        if deleting and (pending or self._spec_finalizers(old)):
+            # A pending graceful pod deletion or namespace cleanup: options change nothing.
             return self.present(rt, old), False
-        finalizers = list(meta.get("finalizers") or [])
-        extra = {"Orphan": "orphan", "Foreground": "foregroundDeletion"}.get(policy)
-        if extra and extra not in finalizers:
-            finalizers.append(extra)
+        finalizers = gc_finalizers(
+            meta.get("finalizers") or [], opts.propagation, rt.default_propagation
+        )
         graceful = (
-            rt.plural == "pods"
+            not deleting
+            and rt.plural == "pods"
             and not rt.group
             and opts.grace_period != 0
             and self.on_pod_graceful_delete(old)
@@ -111,16 +113,36 @@ class DeletionMixin:
             return self.present(rt, removed or old), True
         new = copy.deepcopy(old)
         nmeta = new["metadata"]
+        nmeta["finalizers"] = finalizers
+        if not finalizers:
+            del nmeta["finalizers"]
+        if deleting:  # a later DELETE still swaps the orphan/foregroundDeletion finalizer
+            if opts.grace_period == 0:
+                nmeta["deletionGracePeriodSeconds"] = 0
+            if new == old:
+                return self.present(rt, old), False
+            return self.present(rt, self.store.put(rt.key, new)), False
         nmeta["deletionTimestamp"] = self._now()
         nmeta["deletionGracePeriodSeconds"] = (
             0
             if not graceful
             else (opts.grace_period or int(old["spec"].get("terminationGracePeriodSeconds", 30)))
         )
-        if finalizers:
-            nmeta["finalizers"] = finalizers
         if rt.has_generation:
             nmeta["generation"] = int(nmeta.get("generation", 1)) + 1
         if rt.plural == "namespaces":
             new.setdefault("status", {})["phase"] = "Terminating"
         return self.present(rt, self.store.put(rt.key, new)), False
+
+
+def gc_finalizers(finalizers: list[str], explicit: str | None, default: str) -> list[str]:
+    """The finalizers a DELETE leaves (apiserver deletionFinalizersForGarbageCollection).
+
+    An explicit policy replaces any `orphan`/`foregroundDeletion` finalizer; without
+    one, such a finalizer already on the object wins over the resource's default.
+    An unchanged set keeps the original list (and order), so nothing is written.
+    """
+    policy = explicit or next((POLICIES[f] for f in finalizers if f in POLICIES), default)
+    out = [f for f in finalizers if f not in POLICIES]
+    out += [f for f, p in POLICIES.items() if p == policy]
+    return list(finalizers) if set(out) == set(finalizers) else out

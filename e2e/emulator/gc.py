@@ -46,8 +46,12 @@ class GarbageCollector:
                     keys.append(f"ns:{meta['name']}")
                 if event.key == CRD_KEY:
                     keys.append(f"crd:{meta['name']}")
-            if refs and event.type == "ADDED":
+            old_refs = ((event.old or {}).get("metadata") or {}).get("ownerReferences")
+            if refs and (event.type == "ADDED" or refs != old_refs):
                 keys.append(f"dep:{event.key}|{meta.get('namespace', '')}|{meta['name']}")
+            # A blocking reference removed or unblocked may let a foreground owner finish.
+            unblocked = _blocking_uids(event.old) - _blocking_uids(obj)
+            keys += [f"owner:{uid}" for uid in unblocked]
         return keys
 
     def _cleanup_keys(self, event: Event) -> list[str]:
@@ -96,39 +100,57 @@ class GarbageCollector:
             self._foreground(owner_key, owner, deps)
 
     def _foreground(self, owner_key: str, owner: Obj, deps: list[tuple[str, Obj]]) -> None:
+        """Let each dependent's check decide its fate; finish once none blocks any more.
+
+        As in the real GC, a dependent with another live owner is only unlinked
+        from this owner, never deleted; only references with blockOwnerDeletion
+        make the owner wait.
+        """
         uid = owner["metadata"]["uid"]
-        blocking = 0
         for res, dep in deps:
-            ref = next(
-                r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") == uid
-            )
-            if ref.get("blockOwnerDeletion"):
-                blocking += 1
-            if not dep["metadata"].get("deletionTimestamp"):
-                policy = "Foreground" if ref.get("blockOwnerDeletion") else "Background"
-                self._delete(res, dep, policy)
-        if blocking == 0:
+            self._check_dependent(res, dep)
+        if not any(_blocks(dep, uid) for _, dep in self.store.dependents(uid)):
             self._remove_finalizer(owner_key, owner, "foregroundDeletion")
 
     def _check_dependent(self, res: str, dep: Obj) -> None:
-        refs = dep["metadata"].get("ownerReferences") or []
-        alive, waiting, dangling = [], [], set()
-        for ref in refs:
-            owner = self.store.by_uid(ref.get("uid", ""))
+        """attemptToDeleteItem: collect a dependent none of whose owners still wants it.
+
+        With a live ("solid") owner left, references to missing owners and to
+        owners deleting in foreground are removed instead, so those can finish.
+        """
+        if dep["metadata"].get("deletionTimestamp"):
+            return  # already on its way out; its own dependents are handled as its owner's
+        solid, waiting, dangling = self._classify(dep)
+        if solid:
+            if waiting or dangling:
+                self._drop_refs(res, dep, waiting | dangling)
+        elif waiting or dangling:
+            self._delete(res, dep, self._policy_for(dep, waiting))
+
+    def _classify(self, dep: Obj) -> tuple[bool, set[str], set[str]]:
+        """(any solid owner, uids waiting for dependents' deletion, dangling uids)."""
+        solid, waiting, dangling = False, set(), set()
+        for ref in dep["metadata"].get("ownerReferences") or []:
+            uid = ref.get("uid", "")
+            owner = self.store.by_uid(uid)
             if owner is None or not self._same_scope(dep, owner):
-                dangling.add(ref.get("uid", ""))
-            elif "foregroundDeletion" in (owner["metadata"].get("finalizers") or []):
-                waiting.append(ref)
+                dangling.add(uid)
+            elif _deleting_dependents(owner):
+                waiting.add(uid)
             else:
-                alive.append(ref)
-        if alive:
-            if dangling:
-                self._drop_refs(res, dep, dangling)
-            return
-        if waiting or dangling:
-            block = any(r.get("blockOwnerDeletion") for r in waiting)
-            if not dep["metadata"].get("deletionTimestamp"):
-                self._delete(res, dep, "Foreground" if block else "Background")
+                solid = True
+        return solid, waiting, dangling
+
+    def _policy_for(self, dep: Obj, waiting: set[str]) -> str:
+        """Foreground only for a dependent that has dependents of its own and a waiting
+        owner; else its own orphan/foregroundDeletion finalizer, else Background."""
+        meta = dep["metadata"]
+        if waiting and self.store.dependents(meta["uid"]):
+            return "Foreground"
+        fins = meta.get("finalizers") or []
+        if "orphan" in fins:
+            return "Orphan"
+        return "Foreground" if "foregroundDeletion" in fins else "Background"
 
     def _same_scope(self, dep: Obj, owner: Obj) -> bool:
         owner_ns = owner["metadata"].get("namespace", "")
@@ -198,3 +220,19 @@ class GarbageCollector:
             if fins:
                 return
             self.store.remove(CRD_KEY, "", name)
+
+
+def _deleting_dependents(obj: Obj) -> bool:
+    meta = obj["metadata"]
+    return bool(meta.get("deletionTimestamp")) and "foregroundDeletion" in (
+        meta.get("finalizers") or []
+    )
+
+
+def _blocking_uids(obj: Obj | None) -> set[str]:
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return {r.get("uid", "") for r in refs if r.get("blockOwnerDeletion")}
+
+
+def _blocks(dep: Obj, owner_uid: str) -> bool:
+    return owner_uid in _blocking_uids(dep)

@@ -72,10 +72,11 @@ def completion_index(pod: Obj) -> int | None:
 
 
 def inject_index_env(spec: Obj) -> None:
+    """JOB_COMPLETION_INDEX from the index label (PodIndexLabel, on since 1.28, GA in 1.32)."""
     env = {
         "name": "JOB_COMPLETION_INDEX",
         "valueFrom": {
-            "fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_KEY}']"}
+            "fieldRef": {"apiVersion": "v1", "fieldPath": f"metadata.labels['{INDEX_KEY}']"}
         },
     }
     for field in ("initContainers", "containers"):

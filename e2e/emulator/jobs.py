@@ -187,6 +187,7 @@ class JobController:
         if suspended and suspended["status"] == "True":
             self._set_condition(status, "Suspended", "JobResumed", "Job resumed", value="False")
             status["startTime"] = self.now()
+            self._event(job, "Resumed", "Job resumed")
         status.setdefault("startTime", self.now())
 
     def _progress(self, job: Obj, status: Obj, pods: list[Obj], active: list[Obj]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from croniter import croniter
 
-from . import crd
+from . import crd, qos
 from .errors import FieldError, forbidden, invalid, not_supported, required
 from .registry import ResourceType
 
@@ -99,6 +99,17 @@ def default_pod_spec(spec: Obj, *, restart_policy: str = "Always") -> None:
     for field in ("initContainers", "containers"):
         for c in spec.get(field) or []:
             _default_container(c)
+
+
+def default_pod(pod: Obj) -> None:
+    """Pod defaults, then requests from limits (pods only, not templates) and the QoS class."""
+    spec = pod.setdefault("spec", {})
+    default_pod_spec(spec)
+    for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        resources = c.setdefault("resources", {})
+        if resources.get("limits"):
+            resources["requests"] = {**resources["limits"], **(resources.get("requests") or {})}
+    pod.setdefault("status", {})["qosClass"] = qos.pod_qos(spec)
 
 
 def _default_container(c: Obj) -> None:
@@ -188,7 +199,7 @@ def default_namespace(ns: Obj) -> None:
 
 DEFAULTERS = {
     ("apiextensions.k8s.io", "customresourcedefinitions"): crd.default_crd,
-    ("", "pods"): lambda o: default_pod_spec(o.setdefault("spec", {})),
+    ("", "pods"): default_pod,
     ("batch", "jobs"): default_job,
     ("batch", "cronjobs"): default_cronjob,
     ("", "secrets"): default_secret,

@@ -21,6 +21,8 @@ class DeleteOptions:
     grace_period: int | None = None
     precondition_uid: str | None = None
     precondition_rv: str | None = None
+    # Only an explicit orphanDependents=false turns "not gone yet" into 202 Accepted.
+    orphan_dependents: bool | None = None
 
     @classmethod
     def from_body(cls, body: dict[str, Any] | None, query: dict[str, str]) -> DeleteOptions:
@@ -28,12 +30,14 @@ class DeleteOptions:
         pre = body.get("preconditions") or {}
         policy = query.get("propagationPolicy") or body.get("propagationPolicy")
         orphan = query.get("orphanDependents", body.get("orphanDependents"))
-        if policy is None and orphan is not None:
-            policy = "Orphan" if str(orphan).lower() == "true" else "Background"
+        orphans = None if orphan is None else str(orphan).lower() == "true"
+        if policy is None and orphans is not None:
+            policy = "Orphan" if orphans else "Background"
         grace = query.get("gracePeriodSeconds", body.get("gracePeriodSeconds"))
         return cls(
             propagation=policy,
             grace_period=None if grace is None else int(grace),
             precondition_uid=pre.get("uid"),
             precondition_rv=pre.get("resourceVersion"),
+            orphan_dependents=orphans,
         )

@@ -285,7 +285,10 @@ class Handler(BaseHTTPRequestHandler):
         elif verb == "delete":
             opts = DeleteOptions.from_body(body if isinstance(body, dict) else None, self.query)
             obj, now = api.delete(rt, ns, name, opts, req)
-            self._send_obj(200 if now else 202, rt, obj)
+            # delete.go: 200 even while finalizers hold the object, except for clients
+            # that explicitly asked orphanDependents=false (kept for old clients).
+            accepted = not now and opts.orphan_dependents is False
+            self._send_obj(202 if accepted else 200, rt, obj)
         else:
             self._delete_collection(route, body, req)
 

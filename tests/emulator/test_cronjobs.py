@@ -161,3 +161,101 @@ def test_invalid_schedule_is_rejected(k8s):
         assert exc.status == 422 and "spec.schedule" in exc.body
     else:
         raise AssertionError("expected 422")
+
+
+def cronjob_events(k8s, reason: str) -> list:
+    selector = "involvedObject.kind=CronJob,involvedObject.name=cj"
+    return [
+        e
+        for e in k8s.core.list_namespaced_event(k8s.ns, field_selector=selector).items
+        if e.reason == reason
+    ]
+
+
+def test_failed_jobs_history_limit_keeps_newest_failed(k8s):
+    k8s.emu.executor.script(match=lambda p: True, exit_code=1)
+    body = cronjob(failedJobsHistoryLimit=1)
+    body["spec"]["jobTemplate"]["spec"]["backoffLimit"] = 0
+    k8s.batch.create_namespaced_cron_job(k8s.ns, body)
+    for _ in range(2):
+        at = advance_past(k8s)
+        name = f"cj-{int(at.timestamp()) // 60}"
+        eventually(lambda n=name: any(j.metadata.name == n and j.status.failed for j in jobs(k8s)))
+    eventually(lambda: [j.metadata.name for j in jobs(k8s)] == [name])
+    assert cronjob_events(k8s, "SuccessfulDelete")
+
+
+def test_history_is_cleaned_up_while_suspended(k8s):
+    k8s.batch.create_namespaced_cron_job(k8s.ns, cronjob())
+    for _ in range(2):
+        at = advance_past(k8s)
+        name = f"cj-{int(at.timestamp()) // 60}"
+        eventually(
+            lambda n=name: any(j.metadata.name == n and j.status.succeeded for j in jobs(k8s))
+        )
+    k8s.emu.emulator.wait_idle()
+    patch = {"spec": {"suspend": True, "successfulJobsHistoryLimit": 0}}
+    k8s.batch.patch_namespaced_cron_job("cj", k8s.ns, patch)
+    eventually(lambda: not jobs(k8s))
+
+
+def test_late_start_inside_starting_deadline_creates_the_job(k8s):
+    k8s.batch.create_namespaced_cron_job(
+        k8s.ns, cronjob(schedule="0 * * * *", startingDeadlineSeconds=100)
+    )
+    at = next_boundary(k8s.emu.clock.now(), 60)
+    k8s.emu.clock.advance_to(at + timedelta(seconds=30))
+    job = eventually(lambda: jobs(k8s))[0]
+    assert job.metadata.name == f"cj-{int(at.timestamp()) // 60}"
+
+
+def test_forbid_starts_the_skipped_schedule_late_once_the_active_job_ends(k8s):
+    k8s.emu.executor.script(match=lambda p: True, hold=True)
+    k8s.batch.create_namespaced_cron_job(k8s.ns, cronjob(concurrencyPolicy="Forbid"))
+    advance_past(k8s)
+    first = eventually(lambda: jobs(k8s))[0].metadata.name
+    skipped = advance_past(k8s)
+    k8s.emu.emulator.wait_idle()
+    assert [j.metadata.name for j in jobs(k8s)] == [first]
+    k8s.emu.executor.script(match=lambda p: True, exit_code=0)
+    pod = eventually(lambda: k8s.core.list_namespaced_pod(k8s.ns).items)[0]
+    k8s.emu.executor.finish(pod.metadata.name)
+    late = f"cj-{int(skipped.timestamp()) // 60}"
+    eventually(lambda: late in [j.metadata.name for j in jobs(k8s)])
+
+
+def test_unexpected_owned_job_is_reported_not_adopted(k8s):
+    cj = k8s.batch.create_namespaced_cron_job(k8s.ns, cronjob(suspend=True))
+    template = cronjob()["spec"]["jobTemplate"]["spec"]["template"]
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "name": "cj",
+        "uid": cj.metadata.uid,
+        "controller": True,
+    }
+    body = {
+        "metadata": {"name": "stray", "ownerReferences": [owner]},
+        "spec": {"suspend": True, "template": template},
+    }
+    k8s.batch.create_namespaced_job(k8s.ns, body)
+    event = eventually(lambda: cronjob_events(k8s, "UnexpectedJob"))[0]
+    assert event.type == "Warning" and event.message.endswith(": stray")
+    k8s.emu.emulator.wait_idle()
+    assert not k8s.batch.read_namespaced_cron_job("cj", k8s.ns).status.active
+
+
+def test_existing_job_of_someone_else_is_not_adopted(k8s):
+    k8s.batch.create_namespaced_cron_job(k8s.ns, cronjob())
+    at = next_boundary(k8s.emu.clock.now(), 5)
+    template = cronjob()["spec"]["jobTemplate"]["spec"]["template"]
+    body = {
+        "metadata": {"name": f"cj-{int(at.timestamp()) // 60}"},
+        "spec": {"suspend": True, "template": template},
+    }
+    k8s.batch.create_namespaced_job(k8s.ns, body)
+    k8s.emu.clock.advance_to(at + timedelta(seconds=1))
+    k8s.emu.emulator.wait_idle()
+    status = k8s.batch.read_namespaced_cron_job("cj", k8s.ns).status
+    assert not status.active and status.last_schedule_time is None
+    assert not cronjob_events(k8s, "SuccessfulCreate")

@@ -8,6 +8,7 @@ the emulator process instead of kube-controller-manager.
 from __future__ import annotations
 
 import pytest
+from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
 from e2e.fixtures import eventually
@@ -190,3 +191,112 @@ def test_dry_run_delete_keeps_the_object(k8s):
     k8s.core.delete_namespaced_config_map("a", k8s.ns, body={"dryRun": ["All"]})
     k8s.core.delete_namespaced_config_map("a", k8s.ns, dry_run="All")
     assert exists(k8s, "a")
+
+
+def ref_to(obj, *, block: bool = True) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": obj.metadata.name,
+        "uid": obj.metadata.uid,
+        "blockOwnerDeletion": block,
+    }
+
+
+def test_foreground_deletion_keeps_dependent_with_another_live_owner(k8s):
+    a = k8s.core.create_namespaced_config_map(k8s.ns, {"metadata": {"name": "a"}})
+    b = k8s.core.create_namespaced_config_map(k8s.ns, {"metadata": {"name": "b"}})
+    k8s.core.create_namespaced_config_map(
+        k8s.ns, {"metadata": {"name": "child", "ownerReferences": [ref_to(a), ref_to(b)]}}
+    )
+    k8s.core.delete_namespaced_config_map("a", k8s.ns, propagation_policy="Foreground")
+    eventually(lambda: not exists(k8s, "a"))
+    child = k8s.core.read_namespaced_config_map("child", k8s.ns)
+    assert [r.uid for r in child.metadata.owner_references] == [b.metadata.uid]
+    assert not child.metadata.deletion_timestamp
+
+
+def test_foreground_deletes_leaf_dependents_in_background(k8s):
+    owner_and_child(k8s, block=True)
+    k8s.core.patch_namespaced_config_map(
+        "child", k8s.ns, {"metadata": {"finalizers": ["example.com/hold"]}}
+    )
+    rv = k8s.core.list_namespaced_config_map(k8s.ns).metadata.resource_version
+    k8s.core.delete_namespaced_config_map("owner", k8s.ns, propagation_policy="Foreground")
+    eventually(
+        lambda: k8s.core.read_namespaced_config_map("child", k8s.ns).metadata.deletion_timestamp
+    )
+    k8s.emu.emulator.wait_idle()
+    stream = watch.Watch().stream(
+        k8s.core.list_namespaced_config_map,
+        k8s.ns,
+        field_selector="metadata.name=child",
+        resource_version=rv,
+        timeout_seconds=1,
+    )
+    seen = [e["object"].metadata.finalizers for e in stream]
+    assert seen == [["example.com/hold"]]  # deleted once, never given foregroundDeletion
+
+
+def test_foreground_deletes_dependents_with_dependents_in_foreground(k8s):
+    _, _ = owner_and_child(k8s, block=True)
+    child = k8s.core.read_namespaced_config_map("child", k8s.ns)
+    k8s.core.create_namespaced_config_map(
+        k8s.ns,
+        {
+            "metadata": {
+                "name": "grandchild",
+                "ownerReferences": [ref_to(child)],
+                "finalizers": ["example.com/hold"],
+            }
+        },
+    )
+    k8s.core.delete_namespaced_config_map("owner", k8s.ns, propagation_policy="Foreground")
+    eventually(
+        lambda: (
+            "foregroundDeletion"
+            in (k8s.core.read_namespaced_config_map("child", k8s.ns).metadata.finalizers or [])
+        )
+    )
+    assert exists(k8s, "owner")
+    k8s.core.patch_namespaced_config_map("grandchild", k8s.ns, {"metadata": {"finalizers": None}})
+    eventually(lambda: not any(exists(k8s, n) for n in ("owner", "child", "grandchild")))
+
+
+def test_delete_answers_200_while_finalizers_hold_the_object(k8s):
+    k8s.core.create_namespaced_config_map(
+        k8s.ns, {"metadata": {"name": "f", "finalizers": ["example.com/x"]}}
+    )
+    _, status, _ = k8s.core.delete_namespaced_config_map_with_http_info("f", k8s.ns)
+    assert status == 200
+    _, status, _ = k8s.core.delete_namespaced_config_map_with_http_info(
+        "f", k8s.ns, body={"orphanDependents": False}
+    )
+    assert status == 202  # only an explicit orphanDependents=false gets Accepted
+
+
+def test_second_delete_with_orphan_policy_orphans_dependents(k8s):
+    owner_and_child(k8s)
+    k8s.core.patch_namespaced_config_map(
+        "owner", k8s.ns, {"metadata": {"finalizers": ["example.com/hold"]}}
+    )
+    k8s.core.delete_namespaced_config_map("owner", k8s.ns, propagation_policy="Background")
+    k8s.core.delete_namespaced_config_map("owner", k8s.ns, propagation_policy="Orphan")
+    eventually(
+        lambda: not k8s.core.read_namespaced_config_map("child", k8s.ns).metadata.owner_references
+    )
+    k8s.core.patch_namespaced_config_map("owner", k8s.ns, {"metadata": {"finalizers": None}})
+    eventually(lambda: not exists(k8s, "owner"))
+    k8s.emu.emulator.wait_idle()
+    assert exists(k8s, "child")
+
+
+def test_second_delete_with_background_policy_ends_foreground_wait(k8s):
+    owner_and_child(k8s, block=True)
+    k8s.core.patch_namespaced_config_map(
+        "child", k8s.ns, {"metadata": {"finalizers": ["example.com/hold"]}}
+    )
+    k8s.core.delete_namespaced_config_map("owner", k8s.ns, propagation_policy="Foreground")
+    assert exists(k8s, "owner")
+    k8s.core.delete_namespaced_config_map("owner", k8s.ns, propagation_policy="Background")
+    assert not exists(k8s, "owner")  # foregroundDeletion was its only finalizer

@@ -113,6 +113,21 @@ def test_pod_failure_policy_ignore_does_not_count(k8s):
     assert len(pods(k8s)) == 3
 
 
+def test_pod_failure_policy_count_counts_towards_backoff_limit(k8s):
+    k8s.emu.executor.script(job="j", exit_code=42)
+    policy = {
+        "rules": [
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [1]}},
+            {"action": "Count", "onExitCodes": {"operator": "In", "values": [42]}},
+        ]
+    }
+    create(k8s, backoffLimit=1, podFailurePolicy=policy)
+    failed = wait_condition(k8s, "Failed")
+    assert failed.reason == "BackoffLimitExceeded"  # counted like a rule-less failure
+    assert k8s.batch.read_namespaced_job("j", k8s.ns).status.failed == 2
+    assert len(pods(k8s)) == 2
+
+
 def test_pod_failure_policy_on_disruption_condition(k8s):
     k8s.emu.executor.script(job="j", hold=True)
     policy = {
@@ -160,6 +175,17 @@ def test_suspended_job_creates_no_pods_until_resumed(k8s):
     assert len(pods(k8s)) == 1
 
 
+def test_resuming_a_job_records_resumed_event(k8s):
+    create(k8s, suspend=True)
+    eventually(lambda: conditions(k8s).get("Suspended"))
+    k8s.batch.patch_namespaced_job("j", k8s.ns, {"spec": {"suspend": False}})
+    wait_condition(k8s, "Complete")
+    events = k8s.core.list_namespaced_event(k8s.ns, field_selector="involvedObject.name=j").items
+    resumed = [e for e in events if e.reason == "Resumed"]
+    assert len(resumed) == 1 and resumed[0].message == "Job resumed"
+    assert {"Suspended", "SuccessfulCreate", "Completed"} <= {e.reason for e in events}
+
+
 def test_suspending_running_job_deletes_active_pods(k8s):
     k8s.emu.executor.script(job="j", hold=True)
     create(k8s)
@@ -201,9 +227,10 @@ def test_indexed_job_sets_index_env_annotation_and_completed_indexes(k8s):
         indexes.add(idx)
         assert pod.metadata.name.startswith(f"j-{idx}-")
         env = {e.name: e for e in pod.spec.containers[0].env}
-        assert (
-            "batch.kubernetes.io/job-completion-index"
-            in env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path
+        assert pod.metadata.labels["batch.kubernetes.io/job-completion-index"] == idx
+        assert (  # PodIndexLabel (1.28+): the env var reads the label
+            env["JOB_COMPLETION_INDEX"].value_from.field_ref.field_path
+            == "metadata.labels['batch.kubernetes.io/job-completion-index']"
         )
     assert indexes == {"0", "1", "2"}
 

@@ -1,4 +1,4 @@
-"""kubectl-specific behaviour: discovery, Table printing, OpenAPI negotiation, errors.
+"""kubectl-specific behaviour: discovery, Table printing, OpenAPI negotiation, apply, errors.
 
 Real: the kubectl binary (v1.32) with only --kubeconfig, HTTP. Faked: nothing.
 Skips without kubectl, fails instead when CI is set (see require_kubectl).
@@ -126,3 +126,27 @@ def test_typed_generators_send_protobuf_that_is_decoded(kubectl):
 def test_unsupported_protobuf_kinds_are_refused_clearly(kubectl):
     out = kubectl("create", "job", "j", "--image", "busybox", ok=False)
     assert "not supported by the emulator" in out.stderr
+
+
+def test_apply_twice_updates_through_last_applied_configuration(kubectl):
+    def apply(doc: dict) -> dict:
+        kubectl("apply", "-f", "-", input=json.dumps(doc))
+        kind, name = doc["kind"].lower(), doc["metadata"]["name"]
+        return json.loads(kubectl("get", kind, name, "-o", "json").stdout)
+
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+    first = apply({**cm, "data": {"a": "1", "b": "2"}})
+    kubectl("label", "configmap", "c", "by-hand=yes")  # not in the manifest: kept
+    second = apply({**cm, "data": {"a": "3"}})  # b was applied before, so apply removes it
+    assert second["data"] == {"a": "3"}
+    assert second["metadata"]["labels"] == {"by-hand": "yes"}
+    assert second["metadata"]["uid"] == first["metadata"]["uid"]
+    last = json.loads(
+        second["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+    )
+    assert last["data"] == {"a": "3"}
+
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    apply({**widget, "spec": {"size": 1, "tags": ["x"]}})
+    got = apply({**widget, "spec": {"size": 2}})  # a merge patch for custom resources
+    assert got["spec"] == {"size": 2, "color": "red", "limits": {"cpu": "1"}}

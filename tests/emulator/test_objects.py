@@ -314,8 +314,29 @@ def test_quantities_accept_numbers_and_are_canonicalised(k8s):
     assert code == 201
     assert obj["spec"]["containers"][0]["resources"] == {
         "limits": {"cpu": "1", "memory": "64Mi", "nvidia.com/gpu": "2"},
-        "requests": {"cpu": "500m"},
+        # A pod's missing requests default to its limits.
+        "requests": {"cpu": "500m", "memory": "64Mi", "nvidia.com/gpu": "2"},
     }
+
+
+def test_pod_qos_class_follows_requests_and_limits(k8s):
+    def qos(name: str, *resources: dict) -> str:
+        containers = [
+            {"name": f"c{i}", "image": "x", "resources": r} for i, r in enumerate(resources)
+        ]
+        body = {"metadata": {"name": name}, "spec": {"containers": containers}}
+        return k8s.core.create_namespaced_pod(k8s.ns, body).status.qos_class
+
+    both = {"cpu": "1", "memory": "1Gi"}
+    assert qos("none", {}) == "BestEffort"
+    assert qos("zero", {"requests": {"cpu": "0"}}) == "BestEffort"
+    assert qos("limits", {"limits": both}) == "Guaranteed"  # requests default to limits
+    assert qos("equal", {"limits": both, "requests": {"cpu": "1000m", "memory": "1024Mi"}}) == (
+        "Guaranteed"
+    )
+    assert qos("cpu-only", {"limits": {"cpu": "1"}}) == "Burstable"
+    assert qos("lower", {"limits": both, "requests": {"cpu": "500m"}}) == "Burstable"
+    assert qos("mixed", {"limits": both}, {}) == "Burstable"
 
 
 def test_client_leader_election_acquires_a_lease(k8s):
