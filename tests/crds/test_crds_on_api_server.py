@@ -101,11 +101,19 @@ def test_sql_url_with_a_password_never_reaches_the_api_server(
 ) -> None:
     _install_crds(kube_emulator)
     namespace = kube_emulator.namespace("password")
-    sql = {"sql": {"url": "postgresql://scott:tiger@db/x", "table": "t"}}
-    config = {"apiVersion": "longrun.dev/v1alpha1", "kind": "InferenceConfig",
-              "metadata": {"name": "leaky"},
-              "spec": {"model": {"protocol": "kserve-v1", "url": "http://m", "name": "m"},
-                       "storage": {"input": sql, "output": {"file": {"path": "/out"}}}}}  # fmt: skip
+    storage = {
+        "input": {"sql": {"url": "postgresql://scott:tiger@db/x", "table": "t"}},
+        "output": {"file": {"path": "/out"}},
+    }
+    config = {
+        "apiVersion": "longrun.dev/v1alpha1",
+        "kind": "InferenceConfig",
+        "metadata": {"name": "leaky"},
+        "spec": {
+            "model": {"protocol": "kserve-v1", "url": "http://m", "name": "m"},
+            "storage": storage,
+        },
+    }
     code, output = _apply(kube_emulator, namespace, json.dumps(config))
     assert code != 0
     assert "url must not contain a password" in output and "spec.storage.input.sql" in output
