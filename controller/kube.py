@@ -120,15 +120,15 @@ class Transport:
             raise _api_error(resp.status, data, headers=resp.headers)
         return json.loads(data) if data else None
 
-    def stream(self, path: str, *, query: list[tuple[str, Any]], read_timeout: float) -> Any:
-        """An open watch response (urllib3), for `kubernetes.watch.Watch`."""
+    def stream(self, path: str, *, query: list[tuple[str, Any]]) -> Any:
+        """An open watch response (urllib3), for `kubernetes.watch.Watch`.
+
+        No client-side timeout: the server ends the watch (`timeoutSeconds`). A socket
+        read timeout here broke resumption when the server restarted mid-watch
+        (tests/controller/emulated/test_resilience.py caught it).
+        """
         resp = self._send(
-            "GET",
-            path,
-            query=query,
-            body=None,
-            content_type="application/json",
-            timeout=(CONNECT_TIMEOUT, read_timeout),
+            "GET", path, query=query, body=None, content_type="application/json", timeout=None
         )
         if not 200 <= resp.status < 300:
             data = resp.read()
@@ -143,7 +143,7 @@ class Transport:
         query: Any,
         body: Any,
         content_type: str,
-        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+        timeout: tuple[float, float] | None = (CONNECT_TIMEOUT, READ_TIMEOUT),
     ) -> Any:
         if self._on_request is not None:
             self._on_request(method)
@@ -157,7 +157,7 @@ class Transport:
             auth_settings=["BearerToken"],
         )
         try:
-            # Timeouts: a half-open connection must fail, not hang a worker or a watch forever.
+            # Timeouts: a half-open connection must fail, not hang a worker forever.
             return self.api_client.call_api(*params, _request_timeout=timeout)
         except ApiException as exc:
             raise ApiError(int(exc.status or 0), str(exc.reason)) from exc
@@ -206,11 +206,11 @@ def lister(transport: Transport, kind: str, *, namespace: str | None, selector: 
         query = [(_camel(k), v) for k, v in query]
         if kwargs.get("watch"):
             # client-go's reflector: the server ends every watch after 5-10 minutes (randomised
-            # so replicas do not reconnect in step) and the client gives up a minute later.
+            # so replicas do not reconnect in step); the informer resumes from its version.
             seconds = int(kwargs.get("timeout_seconds") or random.randint(300, 600))
             query = [(k, v) for k, v in query if k != "timeoutSeconds"]
             query += [("timeoutSeconds", seconds), ("allowWatchBookmarks", True)]
-            return transport.stream(path, query=query, read_timeout=seconds + 60.0)
+            return transport.stream(path, query=query)
         try:
             data = transport.request("GET", path, query=query)
         except ApiError as exc:
