@@ -115,7 +115,14 @@ def contract_json_schema() -> dict[str, Any]:
 def summary_json(result: RunResult) -> str:
     """A runner summary as the termination message: compact, at most 4 KiB."""
     text = json.dumps(result.to_wire(), sort_keys=True, separators=(",", ":"))
-    if len(text.encode()) > SUMMARY_MAX_BYTES:
-        trimmed = result.model_copy(update={"reason": (result.reason or "")[:512]})
-        text = json.dumps(trimmed.to_wire(), sort_keys=True, separators=(",", ":"))
+    while len(text.encode()) > SUMMARY_MAX_BYTES:
+        # Halve the longest text until it fits; the counts always stay exact.
+        texts = {"reason": result.reason, "output": result.output}
+        texts["error_output"] = result.error_output
+        name = max(texts, key=lambda key: len(texts[key] or ""))
+        value = texts[name] or ""
+        if len(value) <= 1:
+            break
+        result = result.model_copy(update={name: value[: len(value) // 2] + "…"})
+        text = json.dumps(result.to_wire(), sort_keys=True, separators=(",", ":"))
     return text

@@ -50,6 +50,19 @@ def test_contract_ignores_unknown_top_level_keys() -> None:
     assert RunnerContract.model_validate(doc).to_json() == GOLDEN[0].read_text()
 
 
+def test_summary_with_long_locations_stays_under_four_kilobytes() -> None:
+    result = RunResult(
+        records_written=7,
+        output="s3://bucket/" + "p" * 2000,
+        error_output="s3://bucket/" + "é" * 2000,
+        reason="r" * 1000,
+    )
+    text = summary_json(result)
+    assert len(text.encode()) <= 4096
+    wire = json.loads(text)
+    assert wire["recordsWritten"] == 7 and wire["output"].startswith("s3://bucket/ppp")
+
+
 def test_summary_stays_under_four_kilobytes() -> None:
     result = RunResult(records_read=10, records_failed=10, reason="x" * 1000)
     text = summary_json(result)

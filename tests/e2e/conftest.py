@@ -21,12 +21,7 @@ import pytest
 import yaml
 
 from e2e.system import System
-from tests.runners.runner_stores import (
-    POSTGRES_URLS,
-    drop_tables,
-    first_reachable,
-    unavailable,
-)
+from tests.runners.runner_stores import drop_tables
 from tests.support import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "testdata" / "examples"
@@ -55,34 +50,12 @@ def system(start_system: Callable[..., System]) -> System:
     return start_system()
 
 
-@pytest.fixture(scope="session")
-def postgres() -> str:
-    """URL of the machine's PostgreSQL `test` database (skip locally, fail in CI)."""
-    url = first_reachable(POSTGRES_URLS)
-    if url is None:
-        unavailable("PostgreSQL is not reachable on 127.0.0.1:5432 (database `test`)")
-    assert url is not None
-    return url
-
-
 @pytest.fixture
-def table_prefix(postgres: str) -> Iterator[str]:
+def table_prefix(postgres_url: str) -> Iterator[str]:
     """A unique table-name prefix; its tables are dropped after the test."""
     prefix = f"e2e_{uuid.uuid4().hex[:10]}"
     yield prefix
-    drop_tables(postgres, prefix)
-
-
-@pytest.fixture(scope="session")
-def moto_s3() -> Iterator[str]:
-    """moto's S3 server in a thread on a random port."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    drop_tables(postgres_url, prefix)
 
 
 def example(name: str) -> list[Obj]:

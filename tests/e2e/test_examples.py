@@ -101,22 +101,22 @@ def accuracy(predicted: dict[int, int]) -> float:
 
 
 def test_iris_sql_example_upserts_every_prediction_into_postgres(
-    system: System, kserve_server: PeerServer, postgres: str, table_prefix: str
+    system: System, kserve_server: PeerServer, postgres_url: str, table_prefix: str
 ) -> None:
     objects = example("iris-sql")
-    find(objects, "Secret")["stringData"]["url"] = postgres
+    find(objects, "Secret")["stringData"]["url"] = postgres_url
     spec = find(objects, "InferenceConfig")["spec"]
     spec["model"].update(url=kserve_server.http_url, name=kserve_server.model)
     spec["storage"]["input"]["sql"]["table"] = f"{table_prefix}_in"
     spec["storage"]["output"]["sql"]["table"] = f"{table_prefix}_out"
-    seed_iris(postgres, f"{table_prefix}_in")
+    seed_iris(postgres_url, f"{table_prefix}_in")
     ns = system.namespace("iris-sql")
 
     apply(system, ns, objects)
     status = wait_phase(system, ns, "iris-sql-once", "Succeeded")
 
     assert_counts(status, read=150, written=150)
-    rows = sql_predictions(postgres, f"{table_prefix}_out")
+    rows = sql_predictions(postgres_url, f"{table_prefix}_out")
     uid = system.get("inferencerun", "iris-sql-once", ns)["metadata"]["uid"]  # type: ignore[index]
     assert {r["run_uid"] for r in rows} == {uid} and len(rows) == 150
     predicted = {int(r["record_id"]): class_of(json.loads(r["prediction"])) for r in rows}
@@ -129,7 +129,7 @@ def test_iris_sql_example_upserts_every_prediction_into_postgres(
 
 
 def test_triton_s3_example_writes_chunk_objects_and_is_deleted_after_its_delay(
-    system: System, triton_server: PeerServer, moto_s3: str
+    system: System, triton_server: PeerServer, moto_endpoint: str
 ) -> None:
     import boto3
 
@@ -140,11 +140,11 @@ def test_triton_s3_example_writes_chunk_objects_and_is_deleted_after_its_delay(
     spec["model"]["inputName"] = "input-0"  # the name the PyTriton iris model binds
     bucket = "longrun-data"
     for role in ("input", "output"):
-        spec["storage"][role]["s3"]["endpointUrl"] = moto_s3
+        spec["storage"][role]["s3"]["endpointUrl"] = moto_endpoint
     spec["autoDeleteDelaySeconds"] = 3
     s3 = boto3.client(
         "s3",
-        endpoint_url=moto_s3,
+        endpoint_url=moto_endpoint,
         region_name="us-east-1",
         aws_access_key_id="testing",
         aws_secret_access_key="testing",

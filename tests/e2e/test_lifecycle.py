@@ -127,7 +127,7 @@ def next_tick(schedule: str, zone: str, after: datetime) -> datetime:
 def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup(
     start_system: Callable[..., System],
     kserve_server: PeerServer,
-    postgres: str,
+    postgres_url: str,
     table_prefix: str,
 ) -> None:
     # The emulator's clock starts days ago, so advancing it through three nightly ticks never
@@ -135,14 +135,14 @@ def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup
     begin = (datetime.now(UTC) - timedelta(days=5)).replace(hour=0, minute=0, second=0)
     system = start_system(clock_start=begin)
     objects = [find(example("iris-sql"), "Secret"), *example("scheduled")]
-    find(objects, "Secret")["stringData"]["url"] = postgres
+    find(objects, "Secret")["stringData"]["url"] = postgres_url
     spec = find(objects, "InferenceConfig")["spec"]
     spec["model"].update(url=kserve_server.http_url, name=kserve_server.model)
     spec["storage"]["input"]["sql"]["query"] = (
         f"SELECT * FROM {table_prefix}_in WHERE batch = :batch"
     )
     spec["storage"]["output"]["sql"]["table"] = f"{table_prefix}_out"
-    seed_iris(postgres, f"{table_prefix}_in", batch="nightly")
+    seed_iris(postgres_url, f"{table_prefix}_in", batch="nightly")
     run = find(objects, "InferenceRun")
     ns = system.namespace("nightly")
 
@@ -167,7 +167,7 @@ def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup
             ) from None
 
     assert [e["result"]["recordsWritten"] for e in history] == [150, 150, 150]
-    rows = sql_predictions(postgres, f"{table_prefix}_out")
+    rows = sql_predictions(postgres_url, f"{table_prefix}_out")
     per_job: dict[str, int] = {}
     for row in rows:
         per_job[row["job_name"]] = per_job.get(row["job_name"], 0) + 1

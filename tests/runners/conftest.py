@@ -2,9 +2,10 @@
 
 Real: SQLite files, local files, moto's S3 server in a thread on 127.0.0.1, the
 PostgreSQL (127.0.0.1:5432, trust auth, database `test`) and MariaDB
-(127.0.0.1:3306, root, no password, database `test`) servers of the machine,
-and a TLS certificate made by the `openssl` CLI. Each test gets uniquely named
-tables and drops them afterwards.
+(127.0.0.1:3306, root, no password, database `test`) servers of the machine
+(`postgres_url`, `mariadb_url`, `moto_endpoint` live in tests/conftest.py, shared
+with the end-to-end suite), and a TLS certificate made by the `openssl` CLI. Each
+test gets uniquely named tables and drops them afterwards.
 
 When a database is unreachable the test is skipped with the reason, except
 when env CI is set (to anything but empty, "0" or "false"): then it fails, so
@@ -27,27 +28,6 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from http_stub import make_certificate  # noqa: E402
-from runner_stores import MARIADB_URLS, POSTGRES_URLS, first_reachable, unavailable  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """URL of the local PostgreSQL `test` database."""
-    url = first_reachable(POSTGRES_URLS)
-    if url is None:
-        unavailable("PostgreSQL is not reachable on 127.0.0.1:5432 (database `test`)")
-    assert url is not None
-    return url
-
-
-@pytest.fixture(scope="session")
-def mariadb_url() -> str:
-    """URL of the local MariaDB `test` database."""
-    url = first_reachable(MARIADB_URLS)
-    if url is None:
-        unavailable("MariaDB is not reachable on 127.0.0.1:3306 (database `test`)")
-    assert url is not None
-    return url
 
 
 @pytest.fixture
@@ -67,20 +47,6 @@ def aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-@pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """URL of moto's S3 server, running in a thread on a random port."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-    if server._server is not None:
-        server._server.server_close()
 
 
 @pytest.fixture

@@ -9,16 +9,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import urllib.request
 
 import pytest
 
 from controller import manager as manager_module
 from controller.settings import Settings
 from e2e.fixtures import EmulatorHandle, eventually
+from e2e.system import System, free_port
 from tests.controller.emulated.harness import SUMMARY, Env
 
 LAUNCH = (
@@ -29,22 +28,6 @@ LAUNCH = (
     "args = parser.parse_args(sys.argv[1:])\n"
     "sys.exit(args.handler(args))\n"
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
-            return resp.status, resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, ""
-    except OSError:  # not listening yet
-        return 0, ""
 
 
 def _launch(env: Env, *args: str, **extra_env: str) -> subprocess.Popen[str]:
@@ -70,7 +53,7 @@ def test_bad_setting_exits_2_with_a_clear_message(env: Env) -> None:
 
 def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) -> None:
     env.emu.executor.script(exit_code=0, message=SUMMARY)
-    metrics, health = _free_port(), _free_port()
+    metrics, health = free_port(), free_port()
     proc = _launch(
         env,
         "--metrics-port",
@@ -81,15 +64,15 @@ def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) ->
         POLLING_INTERVAL="30s",
     )
     try:
-        eventually(lambda: _get(health, "/readyz")[0] == 200, timeout=20)
-        assert _get(health, "/healthz")[0] == 200
+        eventually(lambda: System.http_get(health, "/readyz")[0] == 200, timeout=20)
+        assert System.http_get(health, "/healthz")[0] == 200
         env.create_config()
         env.create_run()
         env.wait_phase("Succeeded")
         text = eventually(
             lambda: (
-                'longrun_runs{phase="Succeeded"} 1' in _get(metrics, "/metrics")[1]
-                and _get(metrics, "/metrics")[1]
+                'longrun_runs{phase="Succeeded"} 1' in System.http_get(metrics, "/metrics")[1]
+                and System.http_get(metrics, "/metrics")[1]
             )
         )
         assert (
