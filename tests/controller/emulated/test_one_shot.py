@@ -112,10 +112,14 @@ def test_config_change_never_touches_started_run(env: Env) -> None:
     env.create_config()
     env.create_run()
     env.wait_phase("Running")
+    # A scheduled run of the same config follows config changes: once its CronJob carries
+    # the new image, the controller has seen the change (a run created after the patch could
+    # still read the old config from a lagging cache, and would prove nothing).
+    env.create_run("probe", schedule="0 0 1 1 *")
+    eventually(lambda: env.cron_jobs(), timeout=10)
     contract = env.config_map("run-contract")["data"]["contract.json"]
     env.patch_config("cfg", {"spec": {"image": "ghcr.io/longrun/runner:other"}})
-    env.create_run("probe")  # a later run sees the new config: proves the change was observed
-    eventually(lambda: any("runner:other" in str(j) for j in env.jobs()))
+    eventually(lambda: all("runner:other" in str(c) for c in env.cron_jobs()), timeout=10)
     assert env.config_map("run-contract")["data"]["contract.json"] == contract
     job = next(j for j in env.jobs() if j["metadata"]["name"] == "run")
     assert job["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":test")
