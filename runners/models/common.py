@@ -22,13 +22,13 @@ from typing import Any, Generic, TypeVar
 
 from contracts.model import ModelEndpoint
 from runners.api import (
-    ConfigError,
     InputRecord,
     Outcome,
     Prediction,
     RecordFailure,
     RunContext,
 )
+from runners.httpio import ca_bundle
 from runners.secrets import read_secret, secret_path
 
 DEFAULT_INPUT_NAME = "input-0"
@@ -52,16 +52,11 @@ def auth_header(endpoint: ModelEndpoint, ctx: RunContext) -> tuple[str, str] | N
 
 
 def ca_file(endpoint: ModelEndpoint, ctx: RunContext) -> str | None:
-    """Path of the mounted CA bundle named by `tls.caSecretRef`, checked to exist."""
+    """Path of the mounted CA bundle named by `tls.caSecretRef`, checked to exist and be PEM."""
     if endpoint.tls is None or endpoint.tls.ca_secret_ref is None:
         return None
     ref = endpoint.tls.ca_secret_ref
-    path = secret_path(ctx, name=ref.name, key=ref.key)
-    if not path.is_file():
-        raise ConfigError(
-            f"model.tls.caSecretRef: Secret {ref.name!r} key {ref.key!r} is not mounted at {path}"
-        )
-    return str(path)
+    return ca_bundle(secret_path(ctx, name=ref.name, key=ref.key), field="model.tls.caSecretRef")
 
 
 def is_insecure(endpoint: ModelEndpoint) -> bool:
