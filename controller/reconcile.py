@@ -42,6 +42,7 @@ from controller.validation import Problem
 
 log = logging.getLogger(__name__)
 PLACEHOLDER_SPEC = InferenceRunSpec(config_ref=ConfigRef(name="invalid"))
+FINISHED = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class Reconciler:
     def _find_lost_job(self, obs: Observed) -> None:
         # The status names a Job the cache lacks: ask the API server once before believing
         # it is gone (a cache may lag), unless the run already finished.
-        if not self._is_job_lost(obs) or obs.previous.phase in ("Succeeded", "Failed"):
+        if not self._is_job_lost(obs) or obs.previous.phase in FINISHED:
             return
         meta = obs.run["metadata"]
         live = self.cluster.read("Job", meta["namespace"], str(obs.previous.job_name))
@@ -144,10 +145,9 @@ class Reconciler:
         return None
 
     def _derive(self, obs: Observed, problem: Problem | None) -> InferenceRunStatus:
-        if self._is_missing_exit(obs):
-            assert obs.job is not None
-            meta = obs.job["metadata"]
-            obs.pods = self.cluster.job_pods(meta["namespace"], meta["name"])
+        for job in self._jobs_missing_exit(obs):
+            meta = job["metadata"]
+            obs.pods += self.cluster.job_pods(meta["namespace"], meta["name"])
         now = self.now().replace(microsecond=0)
         if self._is_job_lost(obs):
             return lost_job_status(obs, now=now)
@@ -155,15 +155,24 @@ class Reconciler:
             return scheduled_status(obs, problem=problem, now=now)
         return one_shot_status(obs, problem=problem, now=now)
 
-    def _is_missing_exit(self, obs: Observed) -> bool:
-        # The Job's watch can overtake its pods' watch: read the pods once, live, on the
-        # pass that sees the Job finish (not on every resync once the status says so).
-        if obs.job is None or obs.previous.result is not None:
-            return False
-        if obs.previous.phase in ("Succeeded", "Failed"):
-            return False
-        name = obs.job["metadata"]["name"]
-        return is_finished(job_state(obs.job)) and runner_exit(obs.pods, name) is None
+    def _jobs_missing_exit(self, obs: Observed) -> list[Obj]:
+        # The Job's watch can overtake its pods' watch: read a finished Job's pods once,
+        # live, on the pass that sees it finish (not on every resync once the status
+        # records it). A scheduled run's Job may be deleted right after this pass
+        # (autoDeletePolicy), so its result must be read now or never.
+        if obs.spec.is_scheduled:
+            recorded = {e.job_name for e in obs.previous.history if e.phase in FINISHED}
+            candidates = [j for j in obs.jobs if j["metadata"]["name"] not in recorded]
+        elif obs.previous.result is None and obs.previous.phase not in FINISHED:
+            candidates = [obs.job] if obs.job is not None else []
+        else:
+            candidates = []
+        return [
+            job
+            for job in candidates
+            if is_finished(job_state(job))
+            and runner_exit(obs.pods, job["metadata"]["name"]) is None
+        ]
 
     def _publish(self, obs: Observed, status: InferenceRunStatus) -> None:
         new, old = normalize(status), normalize(obs.run.get("status"))

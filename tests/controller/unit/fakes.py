@@ -105,10 +105,13 @@ class FakeCluster:
 
     def job_pods(self, namespace: str, job_name: str) -> list[Obj]:
         self.calls.append(("list", "Pod", job_name))
+        # Live, not through the cache (`children`), as the real adapter does.
         return [
-            p
-            for p in self.children(namespace, "run").pods
-            if p["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job_name
+            copy.deepcopy(obj)
+            for (kind, ns, _), obj in self.objects.items()
+            if kind == "Pod"
+            and ns == namespace
+            and obj["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job_name
         ]
 
     def read(self, kind: Kind, namespace: str, name: str) -> Obj | None:

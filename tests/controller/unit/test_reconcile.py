@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from controller import names
-from controller.ports import ApiError
+from controller.ports import ApiError, Children
 from controller.reconcile import Reconciler
 from controller.settings import Settings
 from tests.controller.unit.fakes import FakeCluster
@@ -246,3 +246,34 @@ def test_cron_job_is_patched_only_when_its_spec_drifts(cluster: FakeCluster) -> 
     assert cron is not None and cron["spec"]["suspend"] is True
     assert cron["metadata"]["annotations"][names.SPEC_HASH_ANNOTATION]
     assert cluster.get("InferenceRun", NS, "run")["status"]["phase"] == "Suspended"  # type: ignore[index]
+
+
+def test_scheduled_execution_result_is_read_live_before_its_job_can_be_deleted(
+    cluster: FakeCluster,
+) -> None:
+    # The Job's watch event can arrive before its pod's: the pass that sees the Job finish
+    # lists the pods live, because DeleteOnSuccess removes the Job (and its pods) right after.
+    cluster.put("InferenceConfig", config(autoDeletePolicy="DeleteOnSuccess"))
+    cluster.put("InferenceRun", run(schedule="*/5 * * * *"))
+    rec = reconciler(cluster)
+    rec.reconcile(f"{NS}/run")
+    cron = cluster.get("CronJob", NS, "run")
+    assert cron is not None
+    owner = {"kind": "CronJob", "name": "run", "uid": cron["metadata"]["uid"], "controller": True}
+    job_meta = {"name": "run-29000000", "namespace": NS, "ownerReferences": [owner]}
+    job_meta["annotations"] = {names.RUN_ANNOTATION: "run"}
+    cluster.put("Job", {"metadata": job_meta, "status": finished("Complete")})
+    summary = '{"recordsRead": 5, "recordsWritten": 5, "durationSeconds": 1}'
+    cluster.put("Pod", pod("run-29000000", exit_code=0, message=summary))
+    cached = cluster.children
+
+    def lagging(namespace: str, run_name: str) -> Children:
+        children = cached(namespace, run_name)
+        children.pods = []  # the pod's event has not reached the cache yet
+        return children
+
+    cluster.children = lagging  # type: ignore[method-assign]
+    rec.reconcile(f"{NS}/run")
+    history = (cluster.get("InferenceRun", NS, "run") or {})["status"]["history"]
+    assert history[0]["jobName"] == "run-29000000"
+    assert history[0]["result"]["recordsWritten"] == 5
