@@ -30,7 +30,7 @@ from controller.local.executor import ImageMap
 from controller.settings import DEFAULT_IMAGE
 from e2e.emulator import Clock, Emulator, EmulatorConfig
 from e2e.emulator.clock import Timers
-from e2e.fixtures import eventually, require_kubectl
+from e2e.fixtures import EmulatorHandle, eventually, require_kubectl
 from e2e.local_executor import LocalPodExecutor
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ class System:
     def __init__(self, workdir: Path, *, clock_start: datetime | None = None) -> None:
         self.workdir = workdir
         (workdir / "emulator").mkdir(parents=True, exist_ok=True)
-        self.kubectl_bin = require_kubectl()
+        require_kubectl()  # before anything starts: skip locally, fail in CI
         images = ImageMap(DEFAULT_IMAGE, commands={KRATEO_RUNNER: ImageMap.runner_command})
         self.emulator = Emulator(
             EmulatorConfig(job_backoff_seconds=0.0, bookmark_interval=1.0),
@@ -62,6 +62,7 @@ class System:
             executor=self._executor_factory(images),
             workdir=workdir / "emulator",
         )
+        self.handle = EmulatorHandle(self.emulator)
         self.health_port, self.metrics_port = free_port(), free_port()
         self.controller: subprocess.Popen[bytes] | None = None
         self.controller_log = workdir / "controller.log"
@@ -120,11 +121,7 @@ class System:
     # -- clients -------------------------------------------------------------------------------
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         """Run the real kubectl (only --kubeconfig added); its stdout."""
-        env = {**os.environ, "KUBECACHEDIR": str(self.workdir / "kubectl-cache")}
-        argv = [self.kubectl_bin, "--kubeconfig", str(self.emulator.kubeconfig_path), *args]
-        done = subprocess.run(
-            argv, input=input, capture_output=True, text=True, timeout=60, env=env, check=False
-        )
+        done = self.handle.kubectl(*args, input=input, timeout=60)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
         return done.stdout

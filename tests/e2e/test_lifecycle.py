@@ -76,7 +76,7 @@ def run_uid(system: System, ns: str, name: str) -> str:
 def test_runner_killed_mid_run_is_replaced_by_the_job_and_resumes_exactly_once(
     system: System, kserve_server: PeerServer, tmp_path: Path
 ) -> None:
-    records = 3000
+    records = 6000  # ~60 chunks: the kill after the 2nd lands long before the last
     ns = system.namespace("killed")
     apply(system, ns, file_run(model=kserve_server, data=tmp_path, records=records, name="kill"))
     uid = run_uid(system, ns, "kill")
