@@ -1,9 +1,12 @@
 """Controller benchmark on the API emulator: latency, requests per run, memory. Prints numbers.
 
-Phase 1 (controller in its own process; requests counted by its rest_client_requests_total):
-create 1,000 one-shot runs at once with MAX_RECONCILE_RATE=4; latency is measured
-from the moment the API server accepted a run (client-side, after the POST
-returned) to the moment it stored the run's Job (an emulator store listener).
+The emulator, the controller and this script's client each run in their own process, as the
+API server, the controller's pod and `kubectl` would: none takes the others' GIL.
+
+Phase 1 (requests counted by the controller's rest_client_requests_total): create 1,000
+one-shot runs at once with MAX_RECONCILE_RATE=4; latency is measured from the moment the
+API server accepted a run (client-side, after the POST returned) to the moment it stored
+the run's Job (a store listener in the emulator's process; both read CLOCK_MONOTONIC).
 Requests and writes (events included) are divided by the number of runs once all
 have finished, so they cover a whole one-shot lifecycle.
 
@@ -17,13 +20,13 @@ Usage: python bench/controller_bench.py [--runs 1000] [--cached 10000]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import socket
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -34,10 +37,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kubernetes import client  # noqa: E402
+from kubernetes import client, config  # noqa: E402
 
 from controller.crds import generate_crds  # noqa: E402
-from e2e.emulator import Emulator, EmulatorConfig  # noqa: E402
 
 GROUP, VERSION, NS = "longrun.dev", "v1alpha1", "bench"
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
@@ -47,6 +49,29 @@ CONFIG = {
     "storage": {"input": {"file": {"path": "/in"}}, "output": {"file": {"path": "/out"}}},
 }
 SUMMARY = '{"recordsRead": 100, "recordsWritten": 100, "durationSeconds": 0.1}'
+# The emulator's process: serves until stdin closes; a line "jobs" asks for the monotonic
+# time each Job was stored (JSON on one line), "cpu" for its CPU seconds so far.
+EMULATOR = (
+    "import json, os, sys, threading, time\n"
+    "from e2e.emulator import Emulator, EmulatorConfig\n"
+    "emu = Emulator(EmulatorConfig()).start()\n"
+    "emu.executor.script(exit_code=0, message=sys.argv[1])\n"
+    "seen, lock = {}, threading.Lock()\n"
+    "def on_event(event):\n"
+    "    if event.key.startswith('jobs') and event.type == 'ADDED':\n"
+    "        with lock:\n"
+    "            seen.setdefault(event.obj['metadata']['name'], time.monotonic())\n"
+    "emu.store.add_listener(on_event)\n"
+    "print(emu.kubeconfig_path, flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    if line.strip() == 'jobs':\n"
+    "        with lock:\n"
+    "            print(json.dumps(seen), flush=True)\n"
+    "    elif line.strip() == 'cpu':\n"
+    "        t = os.times()\n"
+    "        print(t.user + t.system, flush=True)\n"
+    "emu.stop()\n"
+)
 LAUNCH = (
     "import argparse, sys\n"
     "from controller.main import add_parser\n"
@@ -108,7 +133,43 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def start_controller(emu: Emulator, *, metrics_port: int) -> subprocess.Popen[bytes]:
+class EmulatorProcess:
+    """The API emulator in a child process, asked for its Job times and CPU over a pipe."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", EMULATOR, SUMMARY],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert self.proc.stdout is not None
+        self.kubeconfig_path = self.proc.stdout.readline().strip()
+
+    def ask(self, what: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(what + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline()
+
+    def job_times(self) -> dict[str, float]:
+        return dict(json.loads(self.ask("jobs")))
+
+    def cpu_seconds(self) -> float:
+        return float(self.ask("cpu"))
+
+    def api_client(self) -> Any:
+        return config.new_client_from_config(config_file=self.kubeconfig_path)  # type: ignore[no-untyped-call]
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def start_controller(emu: EmulatorProcess, *, metrics_port: int) -> subprocess.Popen[bytes]:
     """The controller as its own process (its RSS and GIL are its own), like in a pod."""
     env = {
         **os.environ,
@@ -158,26 +219,17 @@ def scrape_requests(port: int) -> dict[str, float]:
 
 def phase_latency(runs: int) -> dict[str, float]:
     """1,000 runs at once: run->Job latency, requests and writes per one-shot lifecycle."""
-    emu = Emulator(EmulatorConfig()).start()
+    emu = EmulatorProcess()
     try:
-        emu.executor.script(exit_code=0, message=SUMMARY)
         api = emu.api_client()
         install_crds(api)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
-        job_seen: dict[str, float] = {}
-        lock = threading.Lock()
-
-        def on_event(event: Any) -> None:
-            if event.key.startswith("jobs") and event.type == "ADDED":
-                with lock:
-                    job_seen.setdefault(event.obj["metadata"]["name"], time.monotonic())
-
-        emu.store.add_listener(on_event)
         port = free_port()
         proc = start_controller(emu, metrics_port=port)
         try:
             baseline = scrape_requests(port)
             time.sleep(1)
+            emu_cpu = emu.cpu_seconds()
             started = time.monotonic()
             accepted = create_objects(api, runs=runs, config="cfg")
             custom = client.CustomObjectsApi(api)
@@ -200,6 +252,8 @@ def phase_latency(runs: int) -> dict[str, float]:
             counts = scrape_requests(port)
             rss = peak_rss_kib(proc.pid)
             cpu = cpu_seconds(proc.pid)
+            emu_cpu = emu.cpu_seconds() - emu_cpu
+            job_seen = emu.job_times()
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -217,6 +271,7 @@ def phase_latency(runs: int) -> dict[str, float]:
             "PATCH / run": per_run.get("PATCH", 0),
             "GET / run": per_run.get("GET", 0),
             "controller CPU time (s)": cpu,
+            "API emulator CPU time (s)": emu_cpu,
             "reconciles / run": reconcile["count"] / runs,
             "mean reconcile time (ms)": 1000 * reconcile["sum"] / max(reconcile["count"], 1),
             "controller peak RSS, 1,000 runs + children (MiB)": rss / 1024,
@@ -241,7 +296,7 @@ def peak_rss_kib(pid: int) -> int:
 
 def phase_memory(cached: int) -> dict[str, float]:
     """10,000 runs cached by a controller process: its peak RSS."""
-    emu = Emulator(EmulatorConfig()).start()
+    emu = EmulatorProcess()
     try:
         api = emu.api_client()
         install_crds(api)

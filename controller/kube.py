@@ -28,7 +28,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -302,6 +302,28 @@ def config_of(run: Obj) -> str:
     return names.run_key(ref.get("namespace") or meta.get("namespace", ""), ref.get("name", ""))
 
 
+class Enqueue(Protocol):
+    """Queues a run key; `urgent` keys go first (WorkQueue.add)."""
+
+    def __call__(self, key: str, *, urgent: bool = False) -> None: ...
+
+
+def is_new_run(run: Obj) -> bool:
+    """True for a run no controller has reported on yet: it has no status phase."""
+    return not (run.get("status") or {}).get("phase")
+
+
+class _DropWhile(logging.Filter):
+    """Drops every record while `event` is set."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__()
+        self.event = event
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.event.is_set()
+
+
 class KubeCluster:
     """`ports.Cluster` on the official client: informer caches for reads, REST for writes."""
 
@@ -310,7 +332,7 @@ class KubeCluster:
         transport: Transport,
         *,
         namespaces: Iterable[str] = (),
-        enqueue: Callable[[str], None],
+        enqueue: Enqueue,
         identity: str = "longrun-controller",
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
@@ -327,6 +349,10 @@ class KubeCluster:
         self._written_lock = threading.Lock()
         self._events: queue.Queue[Obj | None] = queue.Queue()
         self._event_thread = threading.Thread(target=self._post_events, name="events", daemon=True)
+        # Stopping an informer closes its watch under its reader, which the client library
+        # logs as an unexpected error with a traceback: not an error while we stop.
+        self._stopping = threading.Event()
+        self._quiet = _DropWhile(self._stopping)
         for kind in ("InferenceRun", "InferenceConfig", *CHILD_KINDS):
             self._informers[kind] = [self._informer(kind, ns) for ns in self._namespaces]
 
@@ -368,7 +394,8 @@ class KubeCluster:
         if kind == "InferenceRun":
             self.index.set_use(key, config_of(obj) if present else None)
             if self._is_spec_change(key, obj, present=present):
-                self._enqueue(key)
+                # A new run waits for nothing but its Job: it goes before the others.
+                self._enqueue(key, urgent=present and is_new_run(obj))
         elif kind == "InferenceConfig":
             for user in self.index.users(key):
                 self._enqueue(user)
@@ -399,6 +426,7 @@ class KubeCluster:
 
     def start(self) -> None:
         """Start every informer and the event recorder."""
+        logging.getLogger(SharedInformer.__module__).addFilter(self._quiet)
         self._event_thread.start()
         for informer in self._all():
             informer.start()
@@ -408,8 +436,10 @@ class KubeCluster:
         self._events.put(None)
         if self._event_thread.is_alive():
             self._event_thread.join(timeout=10)
+        self._stopping.set()
         for informer in self._all():
             informer.stop()
+        logging.getLogger(SharedInformer.__module__).removeFilter(self._quiet)
 
     def wait_synced(self, timeout: float) -> bool:
         """True once every informer has cached its first list."""

@@ -5,7 +5,11 @@ Guarantees the reconciler relies on:
 - a key is processed by at most one worker at a time; a key added while it is
   being processed is queued again when that worker calls `done` (exclusivity);
 - failures are retried after an exponential per-key delay, reset by `forget`;
-- `add_after` schedules a key for later without blocking a worker.
+- `add_after` schedules a key for later without blocking a worker;
+- keys added as `urgent` are handed out before the others, in the order they came
+  (controller-runtime's priority queue does the same): a run nobody has reconciled
+  yet gets its Job before status updates of runs already going. Under sustained
+  overload the other keys wait; the resync re-adds anything that was missed.
 """
 
 from __future__ import annotations
@@ -32,10 +36,13 @@ class WorkQueue:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cond = threading.Condition()
+        # Two FIFOs; `_queued` maps each queued key to its priority. A key raised from
+        # normal to urgent stays behind in `_queue` as a stale entry, skipped when taken.
+        self._urgent: deque[str] = deque()
         self._queue: deque[str] = deque()
-        self._queued: set[str] = set()
+        self._queued: dict[str, bool] = {}
         self._processing: set[str] = set()
-        self._dirty: set[str] = set()
+        self._dirty: dict[str, bool] = {}
         self._failures: dict[str, int] = {}
         self._delayed: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
@@ -45,22 +52,23 @@ class WorkQueue:
         self._max = max_delay
         self._clock = monotonic
 
-    def add(self, key: str) -> None:
-        """Queue `key` now (no-op when already queued)."""
+    def add(self, key: str, *, urgent: bool = False) -> None:
+        """Queue `key` now (no-op when already queued, except to make it urgent)."""
         with self._cond:
-            self._add_locked(key)
+            self._add_locked(key, urgent=urgent)
 
-    def _add_locked(self, key: str) -> None:
+    def _add_locked(self, key: str, *, urgent: bool = False) -> None:
         if self._shutdown:
             return
         if self._metrics is not None:
             self._metrics.workqueue_adds.inc()
         if key in self._processing:
-            self._dirty.add(key)
+            self._dirty[key] = urgent or self._dirty.get(key, False)
             return
-        if key not in self._queued:
-            self._queued.add(key)
-            self._queue.append(key)
+        queued = self._queued.get(key)
+        if queued is None or (urgent and not queued):
+            self._queued[key] = urgent
+            (self._urgent if urgent else self._queue).append(key)
             self._set_depth()
             self._cond.notify()
 
@@ -100,15 +108,19 @@ class WorkQueue:
                 self._promote_due()
                 if self._shutdown:
                     return None
-                if self._queue:
+                if self._queued:
                     return self._take()
                 if deadline is not None and self._clock() >= deadline:
                     return None
                 self._cond.wait(timeout=self._wait_time(deadline))
 
     def _take(self) -> str:
-        key = self._queue.popleft()
-        self._queued.discard(key)
+        while True:
+            urgent = bool(self._urgent)
+            key = (self._urgent if urgent else self._queue).popleft()
+            if self._queued.get(key) == urgent:  # else a stale entry of a raised key
+                break
+        del self._queued[key]
         self._processing.add(key)
         self._set_depth()
         return key
@@ -130,12 +142,11 @@ class WorkQueue:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._dirty.discard(key)
-                self._add_locked(key)
+                self._add_locked(key, urgent=self._dirty.pop(key))
 
     def __len__(self) -> int:
         with self._cond:
-            return len(self._queue)
+            return len(self._queued)
 
     def shutdown(self) -> None:
         """Wake every waiting worker; `get` returns None from now on."""
@@ -145,4 +156,4 @@ class WorkQueue:
 
     def _set_depth(self) -> None:
         if self._metrics is not None:
-            self._metrics.workqueue_depth.set(len(self._queue))
+            self._metrics.workqueue_depth.set(len(self._queued))

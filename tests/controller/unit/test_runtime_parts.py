@@ -39,6 +39,46 @@ def test_key_added_while_processing_is_requeued_after_done() -> None:
     assert q.get(timeout=0) == "ns/a"
 
 
+def drain(q: WorkQueue) -> list[str]:
+    taken = []
+    while (key := q.get(timeout=0)) is not None:
+        taken.append(key)
+        q.done(key)
+    return taken
+
+
+def test_urgent_keys_are_handed_out_first_in_the_order_they_came() -> None:
+    q = WorkQueue()
+    q.add("ns/old-1")
+    q.add("ns/new-1", urgent=True)
+    q.add("ns/old-2")
+    q.add("ns/new-2", urgent=True)
+    assert len(q) == 4
+    assert drain(q) == ["ns/new-1", "ns/new-2", "ns/old-1", "ns/old-2"]
+
+
+def test_a_queued_key_made_urgent_moves_ahead_once() -> None:
+    q = WorkQueue()
+    q.add("ns/a")
+    q.add("ns/b")
+    q.add("ns/b", urgent=True)
+    q.add("ns/b")  # still urgent: a normal add does not lower it
+    assert len(q) == 2
+    assert drain(q) == ["ns/b", "ns/a"]
+    q.add("ns/b")  # the stale normal entry left behind is not handed out twice
+    assert drain(q) == ["ns/b"]
+
+
+def test_key_made_urgent_while_processing_is_requeued_urgent() -> None:
+    q = WorkQueue()
+    q.add("ns/a")
+    q.add("ns/b")
+    assert q.get(timeout=0) == "ns/a"
+    q.add("ns/a", urgent=True)
+    q.done("ns/a")
+    assert drain(q) == ["ns/a", "ns/b"]
+
+
 def test_retries_back_off_exponentially_and_forget_resets() -> None:
     tick = Tick()
     q = WorkQueue(base_delay=1.0, monotonic=tick)
@@ -125,3 +165,25 @@ def test_lease_renewals_are_logged_only_at_debug(level: str, renewals_logged: bo
     finally:
         root.handlers[:], root.level = saved
         logging.getLogger("leaderelection").setLevel(logging.NOTSET)
+
+
+def test_cluster_enqueues_new_runs_urgent_and_reported_runs_normal() -> None:
+    from kubernetes import client as k8s
+
+    from controller.kube import KubeCluster, Transport
+
+    added: list[tuple[str, bool]] = []
+
+    def enqueue(key: str, *, urgent: bool = False) -> None:
+        added.append((key, urgent))
+
+    cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=enqueue)  # never started
+    new = {"metadata": {"namespace": "ns", "name": "a", "uid": "1", "generation": 1}}
+    reported = {
+        "metadata": {"namespace": "ns", "name": "b", "uid": "2", "generation": 1},
+        "status": {"phase": "Running"},
+    }
+    cluster._on_event("InferenceRun", new, present=True)
+    cluster._on_event("InferenceRun", reported, present=True)
+    cluster._on_event("InferenceRun", reported, present=False)
+    assert added == [("ns/a", True), ("ns/b", False), ("ns/b", False)]
