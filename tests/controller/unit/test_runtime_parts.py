@@ -187,3 +187,27 @@ def test_cluster_enqueues_new_runs_urgent_and_reported_runs_normal() -> None:
     cluster._on_event("InferenceRun", reported, present=True)
     cluster._on_event("InferenceRun", reported, present=False)
     assert added == [("ns/a", True), ("ns/b", False), ("ns/b", False)]
+
+
+def test_cluster_reconciles_a_run_recreated_under_the_same_name_but_not_status_echoes() -> None:
+    from kubernetes import client as k8s
+
+    from controller.kube import KubeCluster, Transport
+
+    added: list[str] = []
+
+    def enqueue(key: str, *, urgent: bool = False) -> None:
+        added.append(key)
+
+    cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=enqueue)  # never started
+    first = {
+        "metadata": {"namespace": "ns", "name": "a", "uid": "1", "generation": 1},
+        "status": {"phase": "Running"},
+    }
+    cluster._on_event("InferenceRun", first, present=True)
+    cluster._on_event("InferenceRun", {**first, "status": {"phase": "Succeeded"}}, present=True)
+    assert added == ["ns/a"]  # a status-only update needs no pass
+    # Deleted and created again while the watch was down: one MODIFIED, same generation.
+    again = {**first, "metadata": {**first["metadata"], "uid": "2"}}
+    cluster._on_event("InferenceRun", again, present=True)
+    assert added == ["ns/a", "ns/a"]
