@@ -98,7 +98,9 @@ def wait_for(check: Callable[[], bool], *, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def create_objects(api: Any, *, runs: int, config: str, workers: int = 8) -> dict[str, float]:
+def create_objects(
+    api: Any, *, runs: int, config: str, workers: int = 8, make_config: bool = True
+) -> dict[str, float]:
     """Create the config (if named) and `runs` runs concurrently; name -> accepted time."""
     custom = client.CustomObjectsApi(api)
     body = {
@@ -107,7 +109,7 @@ def create_objects(api: Any, *, runs: int, config: str, workers: int = 8) -> dic
         "metadata": {"name": "cfg"},
         "spec": CONFIG,
     }
-    if config == "cfg":
+    if config == "cfg" and make_config:
         custom.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceconfigs", body)
     accepted: dict[str, float] = {}
 
@@ -280,6 +282,40 @@ def phase_latency(runs: int) -> dict[str, float]:
         emu.stop()
 
 
+def phase_floor(runs: int) -> dict[str, float]:
+    """The same 1,000 runs served by bench/ideal_controller.py: the API server's share."""
+    emu = EmulatorProcess()
+    try:
+        api = emu.api_client()
+        install_crds(api)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
+        custom = client.CustomObjectsApi(api)
+        body: dict[str, Any] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceConfig"}
+        body |= {"metadata": {"name": "cfg"}, "spec": CONFIG}
+        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceconfigs", body)
+        cmd = [sys.executable, str(ROOT / "bench" / "ideal_controller.py"), emu.kubeconfig_path]
+        ideal = subprocess.Popen(
+            [*cmd, "cfg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        try:
+            assert ideal.stdout is not None and ideal.stdin is not None
+            ideal.stdout.readline()  # "ready"
+            accepted = create_objects(api, runs=runs, config="cfg", make_config=False)
+            wait_for(lambda: len(emu.job_times()) >= runs, timeout=600, what="no Jobs")
+            job_seen = emu.job_times()
+        finally:
+            assert ideal.stdin is not None
+            ideal.stdin.close()
+            ideal.wait(timeout=30)
+        latencies = [job_seen[name] - t for name, t in accepted.items()]
+        return {
+            "floor: ideal 4-thread client p50 run->Job (s)": statistics.median(latencies),
+            "floor: ideal 4-thread client p99 run->Job (s)": percentile(latencies, 99),
+        }
+    finally:
+        emu.stop()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -336,7 +372,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--cached", type=int, default=10_000)
     args = parser.parse_args()
-    rows = {**phase_latency(args.runs), **phase_memory(args.cached)}
+    rows = {**phase_latency(args.runs), **phase_floor(args.runs), **phase_memory(args.cached)}
     width = max(len(k) for k in rows)
     print(f"| {'metric'.ljust(width)} | value |")
     print(f"| {'-' * width} | ----- |")

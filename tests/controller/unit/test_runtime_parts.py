@@ -211,3 +211,21 @@ def test_cluster_reconciles_a_run_recreated_under_the_same_name_but_not_status_e
     again = {**first, "metadata": {**first["metadata"], "uid": "2"}}
     cluster._on_event("InferenceRun", again, present=True)
     assert added == ["ns/a", "ns/a"]
+
+
+@pytest.mark.parametrize("kind", ["ADDED", "MODIFIED", "DELETED", "BOOKMARK"])
+def test_lean_watch_decodes_events_as_the_client_does_and_tracks_the_version(kind: str) -> None:
+    import json
+
+    from kubernetes.informer import informer
+    from kubernetes.watch import Watch
+
+    from controller.kube import LeanWatch
+
+    obj = {"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "42"}, "spec": {"a": [1]}}
+    line = json.dumps({"type": kind, "object": obj})
+    theirs, ours = Watch(), LeanWatch()
+    assert ours.unmarshal_event(line, "object") == theirs.unmarshal_event(line, "object")
+    assert ours.resource_version == theirs.resource_version == "42"
+    assert ours.unmarshal_event("  ", "object") is None
+    assert informer.Watch is LeanWatch  # what SharedInformer instantiates
