@@ -1,19 +1,31 @@
 """How close the runner's model clients come to the best direct client, server by server.
 
 For every real server of `e2e.peers` and every protocol it speaks, and over a grid of batch sizes
-and concurrency, this runs side by side in one process:
+and concurrency, this runs side by side in one process, each client shared by (or one per) N
+threads, interleaved A B C C B A so that a load change on the machine hits them all alike:
 
 - runner: the protocol client from `runners.models`, shared by N threads as the pipeline shares
-  it, turning `InputRecord`s into requests and answers into Outcomes;
-- direct: the leanest client we can write for the same requests: the exact bytes the runner
-  client sends, serialised once, replayed in a tight loop by N threads (`http.client` per thread
-  for REST, raw bytes on one shared channel for gRPC), responses read but not decoded;
+  it, from `InputRecord`s to one `Prediction` per record;
+- direct: the leanest client we can write that does the same job against the same server: from
+  the same `InputRecord`s to one decoded value per record, encoding every record and decoding
+  every answer on every call, but specialised to this benchmark's data (it knows the field order
+  and that every value is a float). `hand` is written here (`http.client` per thread with a
+  kept-alive connection and a cached JSON encoder for REST, numpy/struct for binary tensors, a
+  raw gRPC channel with the request's constant part serialised once per batch size and
+  `raw_input_contents` for gRPC); `tritonclient` is the official client where it speaks the
+  protocol (v2 REST and gRPC). Before timing, each is checked to return exactly the runner's
+  values for the batch; a disagreement stops the run. The cell's direct rate is the best of them;
+- replay: the exact bytes the runner client sends, serialised once and replayed in a tight loop
+  (responses read, not decoded): bound by the transport and the server, not a client doing the
+  job. It tells how much CPU any encoding and decoding costs, not how lean the runner is;
 - ceiling: `wrk` (REST) or `h2load` (gRPC) replaying the same body, as in shared/PEERS.md.
 
-It prints records/s, the runner/direct ratio, and CPU seconds per 1,000 records of this process
-(runner and direct) and of the server's process group. Servers run one at a time, so they do not
-compete for the CPU with each other; the client still competes with its server, as in a pod
-sharing a small node. Nothing is asserted: the numbers are for people.
+It prints records/s, runner/direct (the issue's ratio: the runner against a client doing the
+same work), runner/replay, and CPU milliseconds per 1,000 records (µs per record) of this
+process (per client) and of the server's process group. Servers run one at a time, so they do
+not compete for the CPU with each other; the client still competes with its server, as in a pod
+sharing a small node.
+Nothing is asserted but the direct clients' answers: the numbers are for people.
 
     python bench/runner_throughput.py --quick
     python bench/runner_throughput.py --servers kserve,triton --batch-sizes 1,32,256 \\
@@ -23,10 +35,13 @@ sharing a small node. Nothing is asserted: the numbers are for people.
 from __future__ import annotations
 
 import argparse
+import gc
 import http.client
+import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,12 +51,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import grpc
 import numpy as np
+import tritonclient.grpc as triton_grpc
+import tritonclient.http as triton_http
 from tritonclient.grpc import service_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,6 +76,7 @@ IRIS = ([5.1, 3.5, 1.4, 0.2], [5.9, 3.0, 4.2, 1.5], [6.7, 3.0, 5.2, 2.3])
 FEATURES = ("sepal_length", "sepal_width", "petal_length", "petal_width")
 PROMPTS = ("Hello there", "Tell me a story", "1 2 3 4", "What is longrun?")
 CTX = RunContext(run_uid="bench", job_name="bench")
+RUNNER, REPLAY, HAND, LIBRARY = "runner", "replay", "hand", "tritonclient"
 
 
 # ---------------------------------------------------------------- records and requests
@@ -80,7 +99,7 @@ class Captured:
 
 
 class CapturingTransport:
-    """Sends through a real pool and keeps what was sent (to build the direct client's bodies)."""
+    """Sends through a real pool and keeps what was sent (to build the replay client's bodies)."""
 
     def __init__(self, timeout: float) -> None:
         self.pool = ConnectionPool(timeout=timeout)
@@ -107,7 +126,7 @@ def capture_rest(client_class: Any, endpoint: ModelEndpoint, batch: list[InputRe
         outcomes = client.predict(batch)
     finally:
         client.close()
-    check_outcomes(outcomes)
+    runner_values(outcomes)
     return transport.captured
 
 
@@ -120,10 +139,344 @@ def grpc_request_bytes(endpoint: ModelEndpoint, batch: list[InputRecord]) -> byt
     return request.SerializeToString()  # type: ignore[no-any-return]
 
 
-def check_outcomes(outcomes: Sequence[Any]) -> None:
+def runner_values(outcomes: Sequence[Any]) -> list[Any]:
+    """The value of every outcome; raises when a record failed."""
     bad = [o for o in outcomes if not isinstance(o, Prediction)]
     if bad:
         raise RuntimeError(f"{len(bad)} of {len(outcomes)} records failed, e.g. {bad[0]}")
+    return [o.value for o in outcomes]
+
+
+# ---------------------------------------------------------------- direct clients
+
+
+class Mismatch(AssertionError):
+    """A direct client's answers differ from the runner's: its rate would compare nothing."""
+
+
+class DirectClient(Protocol):
+    """From records to one decoded value per record (what the runner's `predict` does)."""
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
+JSON = json.JSONEncoder(separators=(",", ":"))  # one encoder, not one per json.dumps call
+JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+NUMPY_TYPES = {"INT64": "<i8", "INT32": "<i4", "FP32": "<f4", "FP64": "<f8"}
+RAW_INPUT_TAG = bytes([7 << 3 | 2])  # ModelInferRequest.raw_input_contents: field 7, bytes
+
+
+def iris_values(batch: list[InputRecord]) -> list[float]:
+    """The batch's features, flat and row-major (every record holds the four, in order)."""
+    return list(chain.from_iterable([record.data.values() for record in batch]))
+
+
+def fp32_bytes(values: list[float]) -> bytes:
+    """Little-endian FP32: struct packs a list of floats in half numpy's time."""
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def per_row(values: list[Any], shape: Sequence[int]) -> list[Any]:
+    """One value per record from a flat row-major output of shape [B] or [B, k]."""
+    if len(shape) == 1:
+        return values
+    width = shape[1]
+    return [values[i : i + width] for i in range(0, len(values), width)]
+
+
+def per_record(columns: list[tuple[str, list[Any]]]) -> list[Any]:
+    """The one output's values, or a {name: value} dict per record for several outputs."""
+    (name, values), *others = columns
+    if not others:
+        return values
+    records = [{name: value} for value in values]
+    for name, values in others:  # a column at a time: a third of dict(zip(...)) per record
+        for record, value in zip(records, values, strict=True):
+            record[name] = value
+    return records
+
+
+def varint(number: int) -> bytes:
+    """A protobuf base-128 varint."""
+    out = bytearray()
+    while number > 0x7F:
+        out.append(number & 0x7F | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
+
+
+class HandRest:
+    """A hand-written REST client: one kept-alive `http.client` connection (one per thread)."""
+
+    def __init__(self, endpoint: ModelEndpoint, path: str) -> None:
+        url = urlsplit(endpoint.url)
+        self.conn = http.client.HTTPConnection(
+            url.hostname or "", url.port, timeout=endpoint.timeout_seconds
+        )
+        self.path = path
+        self.model = endpoint.name
+
+    def post(
+        self, body: bytes, headers: Mapping[str, str] = JSON_HEADERS
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        self.conn.request("POST", self.path, body, headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
+        return response, data
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class HandV1(HandRest):
+    """KServe v1: the rows as `instances`, the `predictions` list back."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, f"/v1/models/{endpoint.name}:predict")
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        rows = [list(record.data.values()) for record in batch]
+        _, data = self.post(JSON.encode({"instances": rows}).encode())
+        return json.loads(data)["predictions"]  # type: ignore[no-any-return]
+
+
+class HandV2Json(HandRest):
+    """Open Inference Protocol, JSON (KServe, MLServer): one FP32 [B, 4] input, one output."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, f"/v2/models/{endpoint.name}/infer")
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        tensor: dict[str, Any] = {"name": "input-0", "shape": [len(batch), 4], "datatype": "FP32"}
+        tensor["data"] = iris_values(batch)
+        _, data = self.post(JSON.encode({"id": "1", "inputs": [tensor]}).encode())
+        output = json.loads(data)["outputs"][0]
+        return per_row(output["data"], output["shape"])
+
+
+class HandV2Binary(HandRest):
+    """Open Inference Protocol with the binary tensor extension (Triton): raw in, raw out.
+
+    The JSON head depends on the batch size only, so it is serialised once per size.
+    """
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, f"/v2/models/{endpoint.name}/infer")
+        self.heads: dict[int, tuple[bytes, dict[str, str]]] = {}
+
+    def _head(self, rows: int) -> tuple[bytes, dict[str, str]]:
+        found = self.heads.get(rows)
+        if found is None:
+            tensor: dict[str, Any] = {"name": "input-0", "shape": [rows, 4], "datatype": "FP32"}
+            tensor["parameters"] = {"binary_data_size": rows * 4 * 4}
+            parameters = {"binary_data_output": True}
+            head = JSON.encode({"inputs": [tensor], "parameters": parameters}).encode()
+            headers = {
+                "Content-Type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(len(head)),
+            }
+            found = self.heads[rows] = head, headers
+        return found
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        head, headers = self._head(len(batch))
+        response, data = self.post(head + fp32_bytes(iris_values(batch)), headers)
+        offset = int(response.getheader("Inference-Header-Content-Length") or 0)
+        columns = []
+        for output in json.loads(data[:offset])["outputs"]:
+            end = offset + output["parameters"]["binary_data_size"]
+            array = np.frombuffer(data[offset:end], NUMPY_TYPES[output["datatype"]])
+            columns.append((output["name"], array.reshape(output["shape"]).tolist()))
+            offset = end
+        return per_record(columns)
+
+
+class HandGrpc:
+    """ModelInfer on a shared channel: the request's constant part serialised once per batch
+    size, the tensor appended as raw bytes; raw output contents decoded with numpy."""
+
+    def __init__(self, endpoint: ModelEndpoint, channel: grpc.Channel) -> None:
+        self.call = channel.unary_unary(  # bytes in (no serialiser), a message out
+            INFER_METHOD, response_deserializer=service_pb2.ModelInferResponse.FromString
+        )
+        self.model = endpoint.name
+        self.heads: dict[int, bytes] = {}
+
+    def _head(self, rows: int) -> bytes:
+        head = self.heads.get(rows)
+        if head is None:
+            request = service_pb2.ModelInferRequest(model_name=self.model, id="1")
+            request.inputs.add(name="input-0", datatype="FP32").shape.extend((rows, 4))
+            head = self.heads[rows] = request.SerializeToString()
+        return head
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        raw = fp32_bytes(iris_values(batch))
+        body = self._head(len(batch)) + RAW_INPUT_TAG + varint(len(raw)) + raw
+        response = self.call(body, timeout=60)
+        columns = [
+            (out.name, np.frombuffer(data, NUMPY_TYPES[out.datatype]).reshape(out.shape).tolist())
+            for out, data in zip(response.outputs, response.raw_output_contents, strict=True)
+        ]
+        return per_record(columns)
+
+    def close(self) -> None:
+        pass  # the channel is the cell's
+
+
+class HandChat(HandRest):
+    """OpenAI chat: one request per record, the first choice's message text back."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, "/v1/chat/completions")
+        self.options = openai_options(endpoint)
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        texts = []
+        for record in batch:
+            message = {"role": "user", "content": record.data["prompt"]}
+            _, data = self.post(JSON.encode({**self.options, "messages": [message]}).encode())
+            texts.append(json.loads(data)["choices"][0]["message"]["content"])
+        return texts
+
+
+class HandCompletions(HandRest):
+    """OpenAI completions, one prompt per request (llama.cpp takes no prompt lists)."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, "/v1/completions")
+        self.options = openai_options(endpoint)
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        texts = []
+        for record in batch:
+            body = JSON.encode({**self.options, "prompt": record.data["prompt"]}).encode()
+            _, data = self.post(body)
+            texts.append(json.loads(data)["choices"][0]["text"])
+        return texts
+
+
+class HandEmbeddings(HandRest):
+    """OpenAI embeddings: the batch's prompts as one `input` list, vectors back by index."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, "/v1/embeddings")
+        self.options = openai_options(endpoint)
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        prompts = [record.data["prompt"] for record in batch]
+        _, data = self.post(JSON.encode({**self.options, "input": prompts}).encode())
+        items = sorted(json.loads(data)["data"], key=lambda item: item["index"])
+        return [item["embedding"] for item in items]
+
+
+def openai_options(endpoint: ModelEndpoint) -> dict[str, Any]:
+    """The body fields the runner's OpenAI clients send besides the prompt, in their order."""
+    options: dict[str, Any] = {"model": endpoint.name}
+    if endpoint.max_tokens is not None:
+        options["max_tokens"] = endpoint.max_tokens
+    if endpoint.temperature is not None:
+        options["temperature"] = endpoint.temperature
+    return options
+
+
+def iris_array(batch: list[InputRecord]) -> np.ndarray[Any, Any]:
+    return np.array(iris_values(batch), dtype=np.float32).reshape(len(batch), 4)
+
+
+class LibraryHttp:
+    """tritonclient.http (one client per thread: it is not thread-safe), JSON or binary."""
+
+    def __init__(self, endpoint: ModelEndpoint, *, binary: bool) -> None:
+        address = urlsplit(endpoint.url).netloc
+        timeout = endpoint.timeout_seconds
+        self.client = triton_http.InferenceServerClient(
+            address, connection_timeout=timeout, network_timeout=timeout
+        )
+        self.model, self.binary = endpoint.name, binary
+        # KServe reads a body without a JSON content type as binary tensors.
+        self.headers = None if binary else {"Content-Type": "application/json"}
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        tensor = triton_http.InferInput("input-0", [len(batch), 4], "FP32")
+        tensor.set_data_from_numpy(iris_array(batch), binary_data=self.binary)
+        result = self.client.infer(self.model, [tensor], request_id="1", headers=self.headers)
+        names = [output["name"] for output in result.get_response()["outputs"]]
+        return per_record([(name, result.as_numpy(name).tolist()) for name in names])
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class LibraryGrpc:
+    """tritonclient.grpc, one client shared by the threads (it is thread-safe, as the channel)."""
+
+    def __init__(self, endpoint: ModelEndpoint, client: Any) -> None:
+        self.client, self.model = client, endpoint.name
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        tensor = triton_grpc.InferInput("input-0", [len(batch), 4], "FP32")
+        tensor.set_data_from_numpy(iris_array(batch))
+        result = self.client.infer(self.model, [tensor], request_id="1")
+        names = [output.name for output in result.get_response().outputs]
+        return per_record([(name, result.as_numpy(name).tolist()) for name in names])
+
+    def close(self) -> None:
+        pass  # the client is the cell's
+
+
+class Shared:
+    """What the threads of one cell share: the runner client and the gRPC channels."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        self.runner: ModelClient = case.client_class(case.endpoint, CTX)
+        self.channel: grpc.Channel | None = None
+        self.library_grpc: Any = None
+        if case.kind == "grpc":
+            self.channel = grpc.insecure_channel(case.endpoint.url, options=CHANNEL_OPTIONS)
+            self.library_grpc = triton_grpc.InferenceServerClient(case.endpoint.url)
+
+    def direct_clients(self) -> dict[str, Callable[[], DirectClient]]:
+        """A factory per direct candidate for this case: one client per thread."""
+        endpoint, direct = self.case.endpoint, self.case.direct
+        if self.channel is not None:
+            return {
+                HAND: partial(HandGrpc, endpoint, self.channel),
+                LIBRARY: partial(LibraryGrpc, endpoint, self.library_grpc),
+            }
+        found: dict[str, Callable[[], DirectClient]] = {HAND: partial(direct, endpoint)}
+        if direct is HandV2Json or direct is HandV2Binary:
+            found[LIBRARY] = partial(LibraryHttp, endpoint, binary=direct is HandV2Binary)
+        return found
+
+    def close(self) -> None:
+        self.runner.close()
+        if self.library_grpc is not None:
+            self.library_grpc.close()
+        if self.channel is not None:
+            self.channel.close()
+
+
+def check_direct(
+    name: str, client: DirectClient, batch: list[InputRecord], want: list[Any]
+) -> None:
+    """Fail the run unless `client` answers exactly the runner's values for `batch`."""
+    got = client(batch)
+    if got != want:
+        first = next(
+            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+            min(len(got), len(want)),
+        )
+        raise Mismatch(
+            f"direct client {name!r} disagrees with the runner on record {first} of {len(want)}: "
+            f"{got[first : first + 1]!r} != {want[first : first + 1]!r}"
+        )
 
 
 # ---------------------------------------------------------------- measuring
@@ -141,8 +494,10 @@ class Measure:
     def rate(self) -> float:
         return self.records / self.seconds if self.seconds else 0.0
 
-    def cpu_per_k(self, cpu: float) -> float:
-        return cpu / self.records * 1000 if self.records else float("nan")
+    def cpu_per_k(self, cpu: float | None = None) -> float:
+        """CPU milliseconds per 1,000 records (= µs per record): this process's, or `cpu`'s."""
+        used = self.cpu if cpu is None else cpu
+        return used / self.records * 1e6 if self.records else float("nan")
 
     def __add__(self, other: Measure) -> Measure:
         return Measure(
@@ -171,46 +526,67 @@ def group_cpu(pgid: int) -> float:
     return total / tick
 
 
+Worker = Callable[[], int]
+
+
 def run_threads(
-    make_worker: Callable[[], Callable[[], int]],
+    make_worker: Callable[[], Worker],
     *,
     threads: int,
     duration: float,
     pgid: int,
 ) -> Measure:
-    """Run `threads` workers for `duration` seconds; each call of a worker returns records done."""
+    """Run `threads` workers for `duration` seconds; each call of a worker returns records done.
+
+    Each thread makes, connects and warms up its own worker before the clock starts, and closes
+    it after the clock stops: tritonclient.http's gevent client cannot change threads.
+    """
     stop = threading.Event()
+    ready, done = threading.Barrier(threads + 1), threading.Barrier(threads + 1)
     counts = [0] * threads
     errors = [0] * threads
-    workers = [make_worker() for _ in range(threads)]
-    for worker in workers:  # connect and warm up outside the clock
-        worker()
 
     def loop(index: int) -> None:
-        work = workers[index]
+        try:
+            work = make_worker()
+            work()
+        except BaseException:
+            ready.abort()  # the main thread raises instead of waiting for ever
+            raise
+        ready.wait()
         while not stop.is_set():
             try:
                 counts[index] += work()
             except Exception:
                 errors[index] += 1
-
-    pool = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
-    server0, cpu0, wall0 = group_cpu(pgid), time.process_time(), time.perf_counter()
-    for thread in pool:
-        thread.start()
-    time.sleep(duration)
-    stop.set()
-    for thread in pool:
-        thread.join()
-    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    for worker in workers:
-        close = getattr(worker, "close", None)
+        done.wait()
+        close = getattr(work, "close", None)
         if close is not None:
             close()
-    return Measure(sum(counts), wall, cpu, group_cpu(pgid) - server0, sum(errors))
+
+    pool = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    try:
+        ready.wait()
+    except threading.BrokenBarrierError:
+        raise RuntimeError("a worker failed before the clock started (see above)") from None
+    finally:
+        if ready.broken:
+            stop.set()
+            done.abort()
+    server0, cpu0, wall0 = group_cpu(pgid), time.process_time(), time.perf_counter()
+    time.sleep(duration)
+    stop.set()
+    done.wait()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    server = group_cpu(pgid) - server0
+    for thread in pool:
+        thread.join()
+    return Measure(sum(counts), wall, cpu, server, sum(errors))
 
 
-def runner_worker(client: ModelClient, batch: list[InputRecord]) -> Callable[[], int]:
+def runner_worker(client: ModelClient, batch: list[InputRecord]) -> Worker:
     def work() -> int:
         outcomes = client.predict(batch)
         if not isinstance(outcomes[-1], Prediction):
@@ -220,7 +596,20 @@ def runner_worker(client: ModelClient, batch: list[InputRecord]) -> Callable[[],
     return work
 
 
-class RestWorker:
+class DirectWorker:
+    """One thread's direct client doing the whole job on `batch` per call."""
+
+    def __init__(self, make: Callable[[], DirectClient], batch: list[InputRecord]) -> None:
+        self.client, self.batch = make(), batch
+
+    def __call__(self) -> int:
+        return len(self.client(self.batch))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class RestReplay:
     """One connection replaying the captured requests (one per batch, or one per record)."""
 
     def __init__(self, captured: Captured, *, records: int, timeout: float) -> None:
@@ -242,7 +631,7 @@ class RestWorker:
         self.conn.close()
 
 
-def grpc_worker(channel: Any, body: bytes, *, records: int) -> Callable[[], int]:
+def grpc_replay(channel: Any, body: bytes, *, records: int) -> Worker:
     call = channel.unary_unary(INFER_METHOD)  # bytes in, bytes out: no (de)serialisation
 
     def work() -> int:
@@ -305,7 +694,8 @@ def h2load_rate(target: str, body: bytes, *, streams: int, duration: float) -> f
 
 @dataclass
 class Case:
-    """One server + protocol: how to make the runner client and its direct twin."""
+    """One server + protocol: the runner client, its records, and the hand-written direct client
+    (for gRPC always HandGrpc; the tritonclient candidate is added for the v2 protocols)."""
 
     server: str
     label: str
@@ -313,54 +703,93 @@ class Case:
     endpoint: ModelEndpoint
     client_class: Any
     make_records: Callable[[int], list[InputRecord]]
+    direct: Any
     llm: bool = False
 
 
-# server -> (label, protocol, transport kind, client class, records, OpenAI-style) per case.
-CASES: dict[str, list[tuple[str, str, str, Any, Callable[[int], list[InputRecord]], bool]]] = {
+# server -> (label, protocol, transport kind, runner client, records, hand client) per case.
+CASES: dict[str, list[tuple[str, str, str, Any, Callable[[int], list[InputRecord]], Any]]] = {
     "kserve": [
-        ("v1 REST", "kserve-v1", "rest", KServeV1Client, iris_records, False),
-        ("v2 REST", "kserve-v2", "rest", KServeV2Client, iris_records, False),
-        ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, False),
+        ("v1 REST", "kserve-v1", "rest", KServeV1Client, iris_records, HandV1),
+        ("v2 REST", "kserve-v2", "rest", KServeV2Client, iris_records, HandV2Json),
+        ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, HandGrpc),
     ],
     "mlserver": [
-        ("v2 REST", "kserve-v2", "rest", KServeV2Client, iris_records, False),
-        ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, False),
+        ("v2 REST", "kserve-v2", "rest", KServeV2Client, iris_records, HandV2Json),
+        ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, HandGrpc),
     ],
     "triton": [
-        ("v2 REST (binary)", "kserve-v2", "rest", KServeV2Client, iris_records, False),
-        ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, False),
+        ("v2 REST (binary)", "kserve-v2", "rest", KServeV2Client, iris_records, HandV2Binary),
+        ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, HandGrpc),
     ],
     "llama-chat": [
-        ("chat", "openai-chat", "rest", ChatClient, prompt_records, True),
-        ("completions", "openai-completions", "rest", CompletionsClient, prompt_records, True),
+        ("chat", "openai-chat", "rest", ChatClient, prompt_records, HandChat),
+        (
+            "completions",
+            "openai-completions",
+            "rest",
+            CompletionsClient,
+            prompt_records,
+            HandCompletions,
+        ),
     ],
     "llama-embeddings": [
-        ("embeddings", "openai-embeddings", "rest", EmbeddingsClient, prompt_records, True),
+        (
+            "embeddings",
+            "openai-embeddings",
+            "rest",
+            EmbeddingsClient,
+            prompt_records,
+            HandEmbeddings,
+        ),
     ],
 }
+LLM_PROTOCOLS = ("openai-chat", "openai-completions", "openai-embeddings")
 
 
 def cases_for(server: PeerServer, *, max_tokens: int) -> list[Case]:
     cases = []
-    for label, protocol, kind, client_class, make_records, llm in CASES[server.name]:
+    for label, protocol, kind, client_class, make_records, direct in CASES[server.name]:
         url = (server.grpc_url or "") if kind == "grpc" else server.http_url
         options: dict[str, Any] = {"max_tokens": max_tokens, "temperature": 0}
         if protocol not in ("openai-chat", "openai-completions"):
             options = {}
         model = ModelEndpoint(protocol=protocol, url=url, name=server.model, **options)
         short = server.name.split("-")[0]
-        cases.append(Case(short, label, kind, model, client_class, make_records, llm))
+        llm = protocol in LLM_PROTOCOLS
+        cases.append(Case(short, label, kind, model, client_class, make_records, direct, llm))
     return cases
 
 
 @dataclass
 class Row:
+    """One cell: a Measure per client (runner, replay and each direct candidate)."""
+
     case: Case
     batch: int
     concurrency: int
-    runner: Measure
-    direct: Measure
+    measures: dict[str, Measure]
+
+    @property
+    def runner(self) -> Measure:
+        return self.measures[RUNNER]
+
+    @property
+    def replay(self) -> Measure:
+        return self.measures[REPLAY]
+
+    @property
+    def direct_name(self) -> str:
+        """The direct candidate with the most records/s in this cell."""
+        candidates = [name for name in self.measures if name not in (RUNNER, REPLAY)]
+        return max(candidates, key=lambda name: self.measures[name].rate)
+
+    @property
+    def direct(self) -> Measure:
+        return self.measures[self.direct_name]
+
+    def ratio(self, other: Measure) -> float:
+        return self.runner.rate / other.rate if other.rate else float("nan")
 
 
 @dataclass
@@ -387,6 +816,12 @@ def measure_case(case: Case, server: PeerServer, args: argparse.Namespace) -> It
                 yield ceiling(case, batch_size, threads, args, wire)
 
 
+def replay_worker(case: Case, shared: Shared, batch: list[InputRecord], wire: Any) -> Worker:
+    if shared.channel is not None:
+        return grpc_replay(shared.channel, wire, records=len(batch))
+    return RestReplay(wire, records=len(batch), timeout=case.endpoint.timeout_seconds)
+
+
 def measure_cell(
     case: Case,
     batch: list[InputRecord],
@@ -396,27 +831,31 @@ def measure_cell(
     args: argparse.Namespace,
     pgid: int,
 ) -> Row:
-    """Direct and runner client, same batch and threads, `args.duration` each, interleaved."""
-    client = case.client_class(case.endpoint, CTX)
-    channel = None
+    """Every client, same batch and threads, `args.duration` each, interleaved A B C C B A."""
+    shared = Shared(case)
     try:
-        direct: Callable[[], Callable[[], int]]
-        if case.kind == "rest":
-            timeout = case.endpoint.timeout_seconds
-            direct = partial(RestWorker, wire, records=len(batch), timeout=timeout)
-        else:
-            channel = grpc.insecure_channel(case.endpoint.url, options=CHANNEL_OPTIONS)
-            direct = partial(grpc_worker, channel, wire, records=len(batch))
+        direct = shared.direct_clients()
+        want = runner_values(shared.runner.predict(batch))
+        for name, make in direct.items():  # the same job, or its rate compares nothing
+            client = make()
+            try:
+                check_direct(name, client, batch, want)
+            finally:
+                client.close()
+        clients: dict[str, Callable[[], Worker]] = {
+            REPLAY: partial(replay_worker, case, shared, batch, wire),
+            **{name: partial(DirectWorker, make, batch) for name, make in direct.items()},
+            RUNNER: partial(runner_worker, shared.runner, batch),
+        }
         run = partial(run_threads, threads=threads, duration=args.duration / 2, pgid=pgid)
-        runner = partial(runner_worker, client, batch)
-        # A B B A: a load change on the machine during the cell hits both clients alike.
-        d, r = run(direct), run(runner)
-        r, d = r + run(runner), d + run(direct)
-        return Row(case, len(batch), threads, r, d)
+        measures: dict[str, Measure] = {}
+        # A B C C B A: a load change on the machine during the cell hits every client alike.
+        for name in [*clients, *reversed(clients)]:
+            measure = run(clients[name])
+            measures[name] = measures[name] + measure if name in measures else measure
+        return Row(case, len(batch), threads, measures)
     finally:
-        client.close()
-        if channel is not None:
-            channel.close()
+        shared.close()
 
 
 def ceiling(case: Case, batch: int, threads: int, args: argparse.Namespace, what: Any) -> Ceiling:
@@ -432,40 +871,57 @@ def ceiling(case: Case, batch: int, threads: int, args: argparse.Namespace, what
 # ---------------------------------------------------------------- output
 
 
+def rate_text(measure: Measure | None, width: int) -> str:
+    return f"{'-':>{width}}" if measure is None else f"{measure.rate:>{width},.0f}"
+
+
+def cpu_text(measure: Measure | None, width: int) -> str:
+    return f"{'-':>{width}}" if measure is None else f"{measure.cpu_per_k():>{width}.2f}"
+
+
 def print_rows(rows: list[Row]) -> None:
+    print(
+        "records/s per client; r/direct = runner / the best of hand and tritonclient;\n"
+        "cpu ms/1k = CPU milliseconds per 1,000 records (µs per record) of this process per\n"
+        "client, and of the server's processes while the runner ran\n"
+    )
     head = (
-        f"{'server':8} {'protocol':17} {'B':>4} {'C':>2} {'direct rec/s':>13} {'runner rec/s':>13} "
-        f"{'ratio':>6} {'cpu/1k direct':>13} {'cpu/1k runner':>13} {'srv cpu/1k':>10} {'err':>4}"
+        f"{'server':8} {'protocol':17} {'B':>4} {'C':>2} | {'replay':>8} {'hand':>8} "
+        f"{'tritoncl':>8} {'runner':>8} | {'r/direct':>8} {'r/replay':>8} | cpu ms/1k: "
+        f"{'replay':>7} {'hand':>7} {'tritonc':>7} {'runner':>7} {'server':>7} | {'err':>3}"
     )
     print(head)
     print("-" * len(head))
     for row in rows:
-        r, d = row.runner, row.direct
-        ratio = r.rate / d.rate if d.rate else float("nan")
+        m = row.measures
+        library = m.get(LIBRARY)
+        errors = sum(measure.errors for measure in m.values())
         print(
-            f"{row.case.server:8} {row.case.label:17} {row.batch:>4} {row.concurrency:>2} "
-            f"{d.rate:>13,.0f} {r.rate:>13,.0f} {ratio:>6.2f} {d.cpu_per_k(d.cpu):>13.3f} "
-            f"{r.cpu_per_k(r.cpu):>13.3f} {r.cpu_per_k(r.server_cpu):>10.3f} "
-            f"{r.errors + d.errors:>4}"
+            f"{row.case.server:8} {row.case.label:17} {row.batch:>4} {row.concurrency:>2} | "
+            f"{rate_text(row.replay, 8)} {rate_text(m[HAND], 8)} {rate_text(library, 8)} "
+            f"{rate_text(row.runner, 8)} | {row.ratio(row.direct):>8.2f} "
+            f"{row.ratio(row.replay):>8.2f} |            {cpu_text(row.replay, 7)} "
+            f"{cpu_text(m[HAND], 7)} {cpu_text(library, 7)} {cpu_text(row.runner, 7)} "
+            f"{row.runner.cpu_per_k(row.runner.server_cpu):>7.2f} | {errors:>3}"
         )
     sys.stdout.flush()
 
 
 def print_summary(rows: list[Row]) -> None:
-    print("\nbest setting per protocol (the runner's highest records/s):")
+    print("\nbest setting per protocol (the runner's highest records/s), ratios in that cell:")
     best: dict[tuple[str, str], Row] = {}
     for row in rows:
         key = (row.case.server, row.case.label)
         if key not in best or row.runner.rate > best[key].runner.rate:
             best[key] = row
     for (server, label), row in best.items():
-        ratio = row.runner.rate / row.direct.rate if row.direct.rate else float("nan")
         direct_best = max(
             r.direct.rate for r in rows if (r.case.server, r.case.label) == (server, label)
         )
         print(
             f"  {server:8} {label:17} B={row.batch:<4} C={row.concurrency:<2} "
-            f"runner {row.runner.rate:>10,.0f} rec/s  ratio {ratio:.2f}  "
+            f"runner {row.runner.rate:>9,.0f} rec/s  runner/direct {row.ratio(row.direct):.2f} "
+            f"(best direct: {row.direct_name})  runner/replay {row.ratio(row.replay):.2f}  "
             f"(vs best direct anywhere {row.runner.rate / direct_best:.2f})"
         )
 
@@ -503,7 +959,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-sizes", type=ints, default=[1, 32, 256])
     parser.add_argument("--llm-batch-sizes", type=ints, default=[1, 8], help="for OpenAI protocols")
     parser.add_argument("--concurrency", type=ints, default=[1, 4, 8])
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per client and cell")
     parser.add_argument("--max-tokens", type=int, default=8, help="for chat and completions")
     parser.add_argument(
         "--no-ceilings", dest="ceilings", action="store_false", help="skip wrk/h2load"
@@ -518,6 +974,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    gc.freeze()  # as runners/cli.py does before the pipeline starts (every client alike)
     rows: list[Row] = []
     ceilings: list[Ceiling] = []
     for name in args.servers.split(","):
@@ -526,11 +983,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for case in cases_for(server, max_tokens=args.max_tokens):
                     for item in measure_case(case, server, args):
                         (rows if isinstance(item, Row) else ceilings).append(item)
+        except Mismatch:
+            raise  # a direct client that does another job: fix it before reading any number
         except Exception as exc:  # a server that cannot start is reported, the rest still run
             print(f"!! {name}: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
     print(
-        f"\nrunner model clients vs direct clients; {args.duration:g} s per cell; "
-        f"{os.cpu_count()} CPUs; cpu/1k = CPU seconds per 1,000 records\n"
+        f"\nrunner model clients vs direct clients; {args.duration:g} s per client and cell; "
+        f"{os.cpu_count()} CPUs\n"
     )
     print_rows(rows)
     print_summary(rows)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import os
 import signal
@@ -268,6 +269,11 @@ def _run(
         stop=stop,
     )
     report = functools.partial(_report, stats, opened, started=started)
+    # Everything imported and opened so far lives as long as the process: out of the
+    # collector's sight, full collections (triggered by the many small objects of each
+    # batch's answers) stop re-walking ~50,000 module objects, a few tenths of a
+    # microsecond per record taken from the model server on a small node.
+    gc.freeze()
     try:
         pipeline.run()
     except Stopped:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from itertools import chain
+from itertools import chain, repeat
+from operator import contains, itemgetter
 from typing import Any, Generic, TypeVar
 
 from contracts.model import ModelEndpoint
@@ -148,26 +149,15 @@ def record_row(
     return row if check is None else [check(value) for value in row]
 
 
-class Batch(Generic[T]):
-    """A batch split into the items made from good records and failures for the others.
+class Parts:
+    """Which records of a batch are sent (`indexes`, in order) and why the others fail."""
 
-    `convert` turns one record into an item or raises RowError with the record's reason.
-    """
-
-    def __init__(self, records: Sequence[InputRecord], convert: Callable[[InputRecord], T]) -> None:
-        self.size = len(records)
-        self.items: list[T] = []
-        self.indexes: list[int] = []
-        self.failures: dict[int, RecordFailure] = {}
-        for index, record in enumerate(records):
-            try:
-                self.items.append(convert(record))
-                self.indexes.append(index)
-            except RowError as exc:
-                self.failures[index] = RecordFailure(str(exc))
+    size: int
+    indexes: Sequence[int]
+    failures: dict[int, RecordFailure]
 
     def outcomes(self, answers: Sequence[Outcome]) -> list[Outcome]:
-        """Merge one answer per item with the failures, back in record order."""
+        """Merge one answer per sent record with the failures, back in record order."""
         if not self.failures and len(answers) == self.size:
             return list(answers)
         merged: list[Outcome] = [RecordFailure("not sent")] * self.size
@@ -178,8 +168,27 @@ class Batch(Generic[T]):
         return merged
 
     def fail_all(self, reason: str) -> list[Outcome]:
-        """Every item fails with `reason` (a response we cannot map back to records)."""
-        return self.outcomes([RecordFailure(reason)] * len(self.items))
+        """Every sent record fails with `reason` (a response we cannot map back to records)."""
+        return self.outcomes([RecordFailure(reason)] * len(self.indexes))
+
+
+class Batch(Parts, Generic[T]):
+    """A batch split into the items made from good records and failures for the others.
+
+    `convert` turns one record into an item or raises RowError with the record's reason.
+    """
+
+    def __init__(self, records: Sequence[InputRecord], convert: Callable[[InputRecord], T]) -> None:
+        self.size = len(records)
+        self.items: list[T] = []
+        self.indexes: list[int] = []
+        self.failures = {}
+        for index, record in enumerate(records):
+            try:
+                self.items.append(convert(record))
+                self.indexes.append(index)
+            except RowError as exc:
+                self.failures[index] = RecordFailure(str(exc))
 
 
 # Value types a row may hold as they are, per datatype (None: KServe v1, any JSON but lists).
@@ -191,36 +200,74 @@ _PLAIN_TYPES: dict[str | None, frozenset[type]] = {
 }
 
 
-def _plain_rows(
+def _plain_values(
     records: Sequence[InputRecord],
     fields: Sequence[str] | None,
     datatype: str | None,
     exclude: str | None,
-) -> list[list[Any]] | None:
-    """The rows when every record is already plain and of one width, else None.
+) -> tuple[list[Any], int] | None:
+    """(flat row-major values, row width) when every record is plain and of one width, else None.
 
-    The common case (JSON numbers, same fields everywhere) checked with C-level loops: about
-    ten times cheaper than converting record by record, which the caller falls back to.
+    The common case (dicts of JSON numbers, same width everywhere) done with C-level loops
+    (`itemgetter`, `chain`, `map`) and without a list per row: about ten times cheaper than
+    converting record by record, which the caller falls back to, and one allocation per batch
+    instead of one per record (fewer objects for the garbage collector to track).
     """
+    datas = [record.data for record in records]
     try:
-        if fields is None and exclude is not None:
-            rows = [[v for k, v in record.data.items() if k != exclude] for record in records]
-        elif fields is None:
-            rows = [list(record.data.values()) for record in records]
+        if fields is not None:
+            found = _picked(datas, fields)
+        elif exclude is None:
+            found = _all_fields(datas)
         else:
-            rows = [[record.data[name] for name in fields] for record in records]
-    except (KeyError, AttributeError, TypeError):
+            found = _fields_but(datas, exclude)
+    except (KeyError, TypeError, AttributeError):  # a missing field, or data that is not a dict
         return None
-    if not rows or not rows[0] or len(set(map(len, rows))) != 1:
+    if found is None:
         return None
-    types = set(map(type, chain.from_iterable(rows)))
+    types = set(map(type, found[0]))
     allowed = _PLAIN_TYPES.get(datatype)
     plain = types <= allowed if allowed is not None else list not in types
-    return rows if plain else None
+    return found if plain else None
 
 
-class Rows(Batch[list[Any]]):
-    """A batch as tensor rows of one width; records that do not fit fail on their own."""
+def _picked(datas: list[Any], fields: Sequence[str]) -> tuple[list[Any], int] | None:
+    """The `fields` of every record, in that order."""
+    if not fields or not datas:
+        return None
+    pick = itemgetter(*fields)
+    if len(fields) == 1:  # itemgetter of one name gives the value, not a tuple
+        return list(map(pick, datas)), 1
+    return list(chain.from_iterable(map(pick, datas))), len(fields)
+
+
+def _all_fields(datas: list[Any]) -> tuple[list[Any], int] | None:
+    """Every field of every record, in key order, when all records have as many."""
+    widths = set(map(len, datas))
+    if len(widths) != 1:
+        return None
+    width = widths.pop()
+    return (list(chain.from_iterable(map(dict.values, datas))), width) if width else None
+
+
+def _fields_but(datas: list[Any], exclude: str) -> tuple[list[Any], int] | None:
+    """Every field but `exclude`, when every record has it (an id) or none has."""
+    having = sum(map(contains, datas, repeat(exclude)))
+    if having == 0:
+        return _all_fields(datas)
+    widths = set(map(len, datas))
+    if having != len(datas) or len(widths) != 1:
+        return None  # the id in some records only, or ragged: record by record
+    width = widths.pop() - 1
+    values = [value for data in datas for key, value in data.items() if key != exclude]
+    return (values, width) if width else None
+
+
+class Rows(Parts):
+    """A batch as one tensor: the good records' values, flat and row-major, `width` per row.
+
+    Records that cannot become a row of that width fail on their own (see the module doc).
+    """
 
     def __init__(
         self,
@@ -230,40 +277,48 @@ class Rows(Batch[list[Any]]):
         datatype: str | None,
         exclude: str | None = None,
     ) -> None:
-        rows = _plain_rows(records, fields, datatype, exclude)
-        if rows is None:  # something to convert, flatten or refuse: record by record
-            super().__init__(
+        self.size = len(records)
+        plain = _plain_values(records, fields, datatype, exclude)
+        if plain is None:  # something to convert, flatten or refuse: record by record
+            batch = Batch(
                 records,
                 lambda r: record_row(r.data, fields, datatype=datatype, exclude=exclude),
             )
-            self._drop_ragged()
+            rows = _drop_ragged(batch)
+            self.width = len(rows[0]) if rows else 0
+            self.values = list(chain.from_iterable(rows))
+            self.indexes, self.failures = batch.indexes, batch.failures
         else:
-            self.size, self.items, self.failures = len(records), rows, {}
-            self.indexes = list(range(len(records)))
+            self.values, self.width = plain
+            self.indexes, self.failures = range(self.size), {}
+
+    @property
+    def count(self) -> int:
+        """How many rows (records sent)."""
+        return len(self.indexes)
 
     @property
     def rows(self) -> list[list[Any]]:
-        return self.items
+        """The rows as lists (KServe v1 sends them so)."""
+        width, values = self.width, self.values
+        return [values[i : i + width] for i in range(0, len(values), width)] if width else []
 
-    @property
-    def width(self) -> int:
-        return len(self.items[0]) if self.items else 0
 
-    def _drop_ragged(self) -> None:
-        """Rows of the batch's most common length stay; the others fail (a tensor is square)."""
-        lengths = Counter(len(row) for row in self.items)
-        if len(lengths) <= 1:
-            return
-        width = lengths.most_common(1)[0][0]
-        keep = []
-        for i, row in enumerate(self.items):
-            if len(row) == width:
-                keep.append(i)
-            else:
-                reason = f"record has {len(row)} input values, the batch has {width}"
-                self.failures[self.indexes[i]] = RecordFailure(reason)
-        self.items = [self.items[i] for i in keep]
-        self.indexes = [self.indexes[i] for i in keep]
+def _drop_ragged(batch: Batch[list[Any]]) -> list[list[Any]]:
+    """The batch's rows of its most common length; the others fail (a tensor is square)."""
+    lengths = Counter(len(row) for row in batch.items)
+    if len(lengths) <= 1:
+        return batch.items
+    width = lengths.most_common(1)[0][0]
+    keep = []
+    for i, row in enumerate(batch.items):
+        if len(row) == width:
+            keep.append(i)
+        else:
+            reason = f"record has {len(row)} input values, the batch has {width}"
+            batch.failures[batch.indexes[i]] = RecordFailure(reason)
+    batch.indexes = [batch.indexes[i] for i in keep]
+    return [batch.items[i] for i in keep]
 
 
 def predictions(values: Sequence[Any]) -> list[Outcome]:

@@ -263,6 +263,15 @@ def check_status(response: HttpResponse, *, what: str) -> None:
     raise HttpRejected(reason, status=status)
 
 
+# One encoder for the process: json.dumps with separators builds a new one per call (~0.6 us).
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def json_body(doc: Any) -> bytes:
+    """`doc` as compact JSON bytes, exactly as json.dumps(doc, separators=(",", ":"))."""
+    return _COMPACT.encode(doc).encode()
+
+
 def parse_json(response: HttpResponse, *, what: str) -> Any:
     """The JSON body of a 2xx response; TransientError when it is not JSON (a proxy's page)."""
     try:

@@ -36,6 +36,7 @@ from runners.models.http import (
     HttpClient,
     HttpResponse,
     Transport,
+    json_body,
     parse_json,
     with_scheme,
 )
@@ -73,15 +74,15 @@ class KServeV1Client:
 
     def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
         rows = Rows(records, fields=self._fields, datatype=None, exclude=self._id_field)
-        if not rows.rows:
+        if not rows.count:
             return rows.outcomes([])
-        body = json.dumps({"instances": rows.rows}, separators=(",", ":")).encode()
+        body = json_body({"instances": rows.rows})
         answer = self._http.post_json(self.url, body, what="kserve-v1 predict")
         found = answer.get("predictions") if isinstance(answer, dict) else None
         if not isinstance(found, list):
             return rows.fail_all("kserve-v1: the response has no `predictions` list")
-        if len(found) != len(rows.rows):
-            reason = f"kserve-v1: {len(found)} predictions for {len(rows.rows)} instances"
+        if len(found) != rows.count:
+            reason = f"kserve-v1: {len(found)} predictions for {rows.count} instances"
             return rows.fail_all(reason)
         return rows.outcomes(predictions(found))
 
@@ -115,12 +116,12 @@ class KServeV2Client:
 
     def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
         rows = Rows(records, fields=self._fields, datatype=self._datatype, exclude=self._id_field)
-        if not rows.rows:
+        if not rows.count:
             return rows.outcomes([])
         send = self._send_binary if self._uses_binary() else self._send_json
         response = send(rows)
         try:
-            values = self._values(response, count=len(rows.rows))
+            values = self._values(response, count=rows.count)
         except (tensors.ShapeError, KeyError, TypeError, ValueError) as exc:
             return rows.fail_all(f"kserve-v2: unexpected response: {exc}"[:300])
         return rows.outcomes(predictions(values))
@@ -129,7 +130,7 @@ class KServeV2Client:
         # KServe fails requests without an `id`; any unique string will do.
         tensor = {
             "name": self._input,
-            "shape": [len(rows.rows), rows.width],
+            "shape": [rows.count, rows.width],
             "datatype": self._datatype,
         }
         head: dict[str, Any] = {"id": str(next(self._ids)), "inputs": [tensor]}
@@ -139,20 +140,20 @@ class KServeV2Client:
 
     def _send_json(self, rows: Rows) -> HttpResponse:
         head = self._head(rows)
-        head["inputs"][0]["data"] = list(itertools.chain.from_iterable(rows.rows))
-        body = json.dumps(head, separators=(",", ":")).encode()
+        head["inputs"][0]["data"] = rows.values
+        body = json_body(head)
         return self._http.send("POST", self.url, body=body, what="kserve-v2 infer")
 
     def _send_binary(self, rows: Rows) -> HttpResponse:
         head = self._head(rows)
-        raw = tensors.encode(rows.rows, self._datatype)
+        raw = tensors.encode_values(rows.values, self._datatype)
         head["inputs"][0]["parameters"] = {"binary_data_size": len(raw)}
         if self._outputs:
             for output in head["outputs"]:
                 output["parameters"] = {"binary_data": True}
         else:
             head["parameters"] = {"binary_data_output": True}
-        header = json.dumps(head, separators=(",", ":")).encode()
+        header = json_body(head)
         extra = {
             _HEADER_LENGTH: str(len(header)),
             "Content-Type": "application/octet-stream",

@@ -28,7 +28,6 @@ URLs: a bare `scheme://host[:port]` gets `/v1`; any other path is the API base a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -50,6 +49,7 @@ from runners.models.http import (
     HttpRejected,
     HttpUnavailable,
     Transport,
+    json_body,
     with_scheme,
 )
 from runners.retry import RequestPolicy
@@ -120,7 +120,7 @@ class _OpenAIClient:
         return [self._one(prompt) for prompt in prompts]
 
     def _post(self, body: dict[str, Any]) -> Any:
-        data = json.dumps({**self._options, **body}, separators=(",", ":")).encode()
+        data = json_body({**self._options, **body})
         return self._http.post_json(self.url, data, what=self.what)
 
     def _one(self, prompt: str) -> Outcome:

@@ -37,19 +37,32 @@ class ShapeError(ValueError):
 
 def encode(rows: Sequence[Sequence[Any]], datatype: str) -> bytes:
     """The raw bytes of a [len(rows), width] tensor."""
+    return encode_values(list(itertools.chain.from_iterable(rows)), datatype)
+
+
+# struct packs a list of Python numbers in about half numpy's time. What struct refuses (a float
+# beyond FP32's range, an integer beyond the type's) goes to numpy, whose rules then apply as
+# before (inf, OverflowError), so the bytes and errors are numpy's either way.
+_STRUCT_CODES = {"FP32": "f", "FP64": "d", "INT32": "i", "INT64": "q"}
+
+
+def encode_values(values: Sequence[Any], datatype: str) -> bytes:
+    """The raw bytes of a tensor holding `values` (flat, row-major)."""
+    code = _STRUCT_CODES.get(datatype)
+    if code is not None:
+        try:
+            return struct.pack(f"<{len(values)}{code}", *values)
+        except (struct.error, OverflowError):
+            pass
     if datatype == "BYTES":
         parts = []
-        for row in rows:
-            for value in row:
-                data = value.encode() if isinstance(value, str) else bytes(value)
-                parts.append(struct.pack("<I", len(data)) + data)
+        for value in values:
+            data = value.encode() if isinstance(value, str) else bytes(value)
+            parts.append(struct.pack("<I", len(data)) + data)
         return b"".join(parts)
     if datatype == "BOOL":
-        return np.asarray(rows, dtype="?").tobytes()
-    # fromiter over the flattened rows is twice as fast as asarray over nested lists.
-    count = len(rows) * len(rows[0]) if rows else 0
-    values = itertools.chain.from_iterable(rows)
-    return np.fromiter(values, dtype=DTYPES[datatype], count=count).tobytes()
+        return np.asarray(values, dtype="?").tobytes()
+    return np.fromiter(values, dtype=DTYPES[datatype], count=len(values)).tobytes()
 
 
 def decode(raw: bytes, datatype: str, shape: Sequence[int]) -> np.ndarray[Any, Any]:
@@ -102,9 +115,16 @@ def split_rows(data: Any, shape: Sequence[int], *, count: int) -> list[Any]:
 
 
 def per_record(outputs: Sequence[tuple[str, list[Any]]], *, count: int) -> list[Any]:
-    """The value for each record: the single output's row, or {output name: row}."""
+    """The value for each record: the single output's row, or {output name: row}.
+
+    The dicts are filled a column at a time: a third of the CPU of zipping names and values
+    into a new dict per record, which shows at a few hundred records per batch.
+    """
     if len(outputs) == 1:
         return outputs[0][1]
-    names = [name for name, _ in outputs]
-    columns = zip(*(rows for _, rows in outputs), strict=True)
-    return [dict(zip(names, values, strict=True)) for values in columns]
+    (name, column), *others = outputs
+    records = [{name: value} for value in column]
+    for name, column in others:
+        for record, value in zip(records, column, strict=True):
+            record[name] = value
+    return records

@@ -142,11 +142,11 @@ class TritonGrpcClient:
 
     def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
         rows = Rows(records, fields=self._fields, datatype=self._datatype, exclude=self._id_field)
-        if not rows.rows:
+        if not rows.count:
             return rows.outcomes([])
         response = self._call(self._request(rows))
         try:
-            values = _values(response, count=len(rows.rows))
+            values = _values(response, count=rows.count)
         except (tensors.ShapeError, ValueError) as exc:
             return rows.fail_all(f"triton-grpc: unexpected response: {exc}"[:300])
         return rows.outcomes(predictions(values))
@@ -158,8 +158,8 @@ class TritonGrpcClient:
         tensor = request.inputs.add()
         tensor.name = self._input
         tensor.datatype = self._datatype
-        tensor.shape.extend((len(rows.rows), rows.width))
-        request.raw_input_contents.append(tensors.encode(rows.rows, self._datatype))
+        tensor.shape.extend((rows.count, rows.width))
+        request.raw_input_contents.append(tensors.encode_values(rows.values, self._datatype))
         for name in self._outputs:
             request.outputs.add().name = name
         return request

@@ -7,6 +7,7 @@ mapping of a status matters, and Secrets as files.
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from runners.models.http import (
     ConnectionPool,
     HttpClient,
     HttpResponse,
+    json_body,
     short_reason,
 )
 from runners.retry import retry_after
@@ -293,3 +295,8 @@ def test_close_closes_the_transport(ctx: RunContext) -> None:
     fake = FakeTransport(lambda _: HttpResponse(200, {}, b"{}"))
     HttpClient(endpoint("kserve-v1"), ctx, transport=fake).close()
     assert fake.closed
+
+
+def test_json_bodies_are_what_json_dumps_gives_compactly() -> None:
+    doc = {"text": "héllo \u2028", "values": [5.1, 1e-300, 2**70, True, None], "nested": {"a": []}}
+    assert json_body(doc) == json.dumps(doc, separators=(",", ":")).encode()

@@ -102,3 +102,76 @@ def test_split_rows_gives_one_value_per_record(data: Any, shape: list[int], expe
 def test_split_rows_refuses_data_that_does_not_match_the_shape() -> None:
     with pytest.raises(tensors.ShapeError, match="3 values for shape"):
         tensors.split_rows([1, 2, 3], [2, 2], count=2)
+
+
+def test_named_fields_become_rows_in_the_order_named() -> None:
+    data = ({"a": 1.0, "b": 2.0, "c": 3.0}, {"c": 6.0, "b": 5.0, "a": 4.0})
+    assert rows_of(*data, fields=["c", "a"]).rows == [[3.0, 1.0], [6.0, 4.0]]
+    assert rows_of(*data, fields=["b"]).rows == [[2.0], [5.0]]
+
+
+def test_the_id_field_is_left_out_whether_every_record_or_only_some_have_it() -> None:
+    every = Rows(
+        records({"id": "a", "x": 1.0}, {"x": 2.0, "id": "b"}),
+        fields=None,
+        datatype="FP32",
+        exclude="id",
+    )
+    some = Rows(
+        records({"id": "a", "x": 1.0}, {"x": 2.0}), fields=None, datatype="FP32", exclude="id"
+    )
+    assert every.rows == some.rows == [[1.0], [2.0]]
+    assert every.failures == some.failures == {}
+
+
+def test_rows_keep_the_tensor_flat_and_row_major() -> None:
+    batch = rows_of({"a": 1.0, "b": 2}, {"a": "x", "b": 2}, {"a": 3.0, "b": 4})
+    assert (batch.values, batch.width, batch.count) == ([1.0, 2, 3.0, 4], 2, 2)
+    assert list(batch.indexes) == [0, 2]
+
+
+def test_list_values_and_list_records_are_flattened_into_their_row() -> None:
+    batch = rows_of({"f": [1.0, 2.0]}, {"a": 3.0, "b": 4.0})
+    assert batch.rows == [[1.0, 2.0], [3.0, 4.0]]
+    assert Rows(records([5.0, [6.0]]), fields=None, datatype="FP32").rows == [[5.0, 6.0]]
+
+
+@pytest.mark.parametrize(
+    ("values", "datatype"),
+    [
+        ([5.1, 3, -0.0, float("nan"), float("inf"), 1e-46, 2**60 + 1], "FP32"),
+        ([5.1, 3, 2**60 + 1, 1e300], "FP64"),
+        ([-(2**31), 2**31 - 1, 0], "INT32"),
+        ([-(2**63), 2**63 - 1, 7], "INT64"),
+        ([1.5, 60000.0, 2], "FP16"),
+    ],
+)
+def test_numbers_encode_to_the_bytes_numpy_gives(values: list[Any], datatype: str) -> None:
+    expected = np.fromiter(values, dtype=tensors.DTYPES[datatype], count=len(values))
+    assert tensors.encode_values(values, datatype) == expected.tobytes()
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+def test_floats_beyond_the_fp32_range_encode_as_infinity() -> None:
+    raw = tensors.encode_values([1e300, -1e39, 1.0], "FP32")
+    assert np.frombuffer(raw, dtype="<f4").tolist() == [float("inf"), float("-inf"), 1.0]
+
+
+@pytest.mark.parametrize(("value", "datatype"), [(2**31, "INT32"), (2**63, "INT64")])
+def test_integers_out_of_range_raise_overflow_error(value: int, datatype: str) -> None:
+    with pytest.raises(OverflowError):
+        tensors.encode_values([1, value], datatype)
+
+
+def test_several_outputs_give_one_dict_per_record_in_output_order() -> None:
+    outputs = [("label", [[0], [2]]), ("proba", [[0.9, 0.1], [0.2, 0.8]]), ("id", ["a", "b"])]
+    assert tensors.per_record(outputs, count=2) == [
+        {"label": [0], "proba": [0.9, 0.1], "id": "a"},
+        {"label": [2], "proba": [0.2, 0.8], "id": "b"},
+    ]
+    assert list(tensors.per_record(outputs, count=2)[0]) == ["label", "proba", "id"]
+
+
+def test_outputs_of_different_lengths_cannot_be_mapped_to_records() -> None:
+    with pytest.raises(ValueError):
+        tensors.per_record([("a", [1, 2]), ("b", [1])], count=2)
