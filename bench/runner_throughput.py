@@ -52,6 +52,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
+from math import isclose
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
@@ -463,14 +464,30 @@ class Shared:
             self.channel.close()
 
 
+def same_answer(a: Any, b: Any) -> bool:
+    """Equal values, floats within 1e-4 relative: two calls to a server may round differently
+    (Triton's FP32 probabilities differed in the 7th digit between two identical requests)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return (
+            isinstance(a, int | float)
+            and isinstance(b, int | float)
+            and isclose(a, b, rel_tol=1e-4)
+        )
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(same_answer, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_answer(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
 def check_direct(
     name: str, client: DirectClient, batch: list[InputRecord], want: list[Any]
 ) -> None:
-    """Fail the run unless `client` answers exactly the runner's values for `batch`."""
+    """Fail the run unless `client` answers the runner's values for `batch` (same_answer)."""
     got = client(batch)
-    if got != want:
+    if not same_answer(got, want):
         first = next(
-            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if not same_answer(a, b)),
             min(len(got), len(want)),
         )
         raise Mismatch(

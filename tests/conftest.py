@@ -7,6 +7,7 @@ absent, failed when absent in CI (tests/runners/runner_stores.py holds the rule)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,11 @@ from tests.runners.runner_stores import (
     unavailable,
 )
 from tests.support import REPO_ROOT
+
+# Every emulator of the tests (in process, or `python -m e2e.cluster` inheriting this) checks
+# when it stops that no stored object version was changed in place: readers share stored
+# dicts (e2e/emulator/store.py), so a caller mutating one would corrupt what others see.
+os.environ.setdefault("KUBE_EMULATOR_AUDIT", "1")
 
 # The real model servers (kserve_server, triton_server, ...): session-scoped fixtures registered
 # once here, so each server starts at most once per test session whoever uses it.

@@ -10,7 +10,6 @@ the cascading afterwards).
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 import uuid
@@ -19,6 +18,7 @@ from typing import Any
 
 from . import builtin_schema, cel, events, kinds, schema
 from .clock import Clock, rfc3339
+from .codec import clone
 from .deletion import DeletionMixin
 from .errors import (
     ApiError,
@@ -77,10 +77,17 @@ class Api(ListingMixin, DeletionMixin):
 
     # -- create ------------------------------------------------------------------
     def create(
-        self, rt: ResourceType, namespace: str, body: Any, req: Request | None = None
+        self,
+        rt: ResourceType,
+        namespace: str,
+        body: Any,
+        req: Request | None = None,
+        *,
+        owned: bool = False,
     ) -> Obj:
+        """Create; `owned` means the caller hands `body` over (see _decode)."""
         req = req or Request()
-        obj = self._decode(rt, body)
+        obj = self._decode(rt, body, owned=owned)
         meta = obj.setdefault("metadata", {})
         self._set_namespace(rt, meta, namespace)
         with self.store.lock:
@@ -97,10 +104,20 @@ class Api(ListingMixin, DeletionMixin):
             self._after_write(rt, stored)
             return self.present(rt, stored)
 
-    def _decode(self, rt: ResourceType, body: Any) -> Obj:
+    def _decode(self, rt: ResourceType, body: Any, *, owned: bool) -> Obj:
+        """The body as an object of rt, never sharing anything the caller may still change.
+
+        A body the caller keeps (controllers, tests) is cloned. One it hands over
+        (`owned`: decoded from an HTTP request just for this call, or built fresh by
+        the caller, nothing in it referred to from elsewhere; or patch's result,
+        which shares only immutable stored values) is used as is, with a fresh top
+        level and metadata: the parts admission changes in place on every write.
+        Creation's defaulting changes nested values too, so a created body must not
+        contain stored values.
+        """
         if not isinstance(body, dict):
             raise bad_request("the body of the request was not a JSON object")
-        obj = copy.deepcopy(body)
+        obj = _fresh_top(body) if owned else clone(body)
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         if api_version and api_version != rt.api_version:
             raise bad_request(
@@ -207,7 +224,9 @@ class Api(ListingMixin, DeletionMixin):
             obj = self._admit_custom(rt, obj, req, old)
         else:
             unknown: list[str] = []
-            obj = builtin_schema.prune(rt.group, rt.plural, obj, kind=rt.kind, unknown=unknown)
+            obj = builtin_schema.prune(
+                rt.group, rt.plural, obj, kind=rt.kind, unknown=unknown, remember=old is not None
+            )
             self._report_unknown(rt, unknown, req)
             defaulter = kinds.DEFAULTERS.get((rt.group, rt.plural))
             if defaulter and old is None:
@@ -280,9 +299,11 @@ class Api(ListingMixin, DeletionMixin):
         *,
         subresource: str = "",
         req: Request | None = None,
+        owned: bool = False,
     ) -> Obj:
+        """Update (PUT); `owned` means the caller hands `body` over (see _decode)."""
         req = req or Request()
-        new = self._decode(rt, body)
+        new = self._decode(rt, body, owned=owned)
         if new["metadata"].get("name") != name:
             raise bad_request(
                 f"the name of the object ({new['metadata'].get('name')}) does not match the name "
@@ -311,8 +332,17 @@ class Api(ListingMixin, DeletionMixin):
         content_type: str,
         subresource: str = "",
         req: Request | None = None,
+        owned: bool = False,
     ) -> Obj:
+        """Patch; `owned` means the caller hands `patch` over (see _decode).
+
+        The patched object shares what the patch did not touch with the stored one.
+        That is safe because nothing below changes a nested value in place: admission
+        copies on write (schema.drop_nulls/apply_defaults, builtin_schema.prune), and
+        the top level and metadata, which it does change, are fresh (_decode).
+        """
         req = req or Request()
+        patch = patch if owned else clone(patch)
         with self.store.lock:
             old = self._current(rt, namespace, name)
             patched = apply_patch(
@@ -323,7 +353,7 @@ class Api(ListingMixin, DeletionMixin):
             )
             if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
                 raise bad_request("patched object is not a Kubernetes object")
-            new = self._decode(rt, patched)
+            new = self._decode(rt, patched, owned=True)
             if new["metadata"].get("name") != name:
                 raise bad_request("metadata.name: the name cannot be changed by a patch")
             self._set_namespace(rt, new["metadata"], namespace)
@@ -367,7 +397,7 @@ class Api(ListingMixin, DeletionMixin):
 
     def _merge_subresource(self, rt: ResourceType, old: Obj, new: Obj, subresource: str) -> Obj:
         if subresource == "status":
-            merged = copy.deepcopy(old)
+            merged = _fresh_top(old)  # old's spec is shared, never changed (see patch)
             if "status" in new:
                 merged["status"] = new["status"]
             else:
@@ -435,6 +465,14 @@ class Api(ListingMixin, DeletionMixin):
             "customresourcedefinitions",
         ):
             self.on_crd_write(stored)
+
+
+def _fresh_top(obj: Obj) -> Obj:
+    """A shallow copy with its own metadata dict: the parts admission writes to."""
+    out = dict(obj)
+    if isinstance(out.get("metadata"), dict):
+        out["metadata"] = dict(out["metadata"])
+    return out
 
 
 def _same(new: Obj, old: Obj) -> bool:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +46,197 @@ def _table() -> dict[str, dict[str, str]]:
     return data
 
 
-def prune(group: str, plural: str, obj: dict[str, Any], *, kind: str, unknown: list[str]) -> Any:
-    """Drop fields the Go type does not have; 400 on JSON type mismatches."""
+def prune(
+    group: str,
+    plural: str,
+    obj: dict[str, Any],
+    *,
+    kind: str,
+    unknown: list[str],
+    remember: bool = False,
+) -> Any:
+    """Drop fields the Go type does not have; 400 on JSON type mismatches.
+
+    An object the Go type would decode unchanged (the usual case) is returned as
+    is, not copied; anything else is rebuilt by `_walk`, which finds the unknown
+    fields and type errors with their paths. `remember` (updates, whose fields are
+    stored as they are) records the clean top-level values, so the next version,
+    which shares the unchanged ones, does not check them again.
+    """
     root = ROOTS.get((group, plural))
     if root is None:
+        return obj
+    if _root_is_clean(root, obj, remember=remember):
         return obj
     return _walk(obj, root, "", kind=kind, unknown=unknown)
 
 
 def prune_metadata(meta: Any, *, kind: str, unknown: list[str]) -> Any:
-    """ObjectMeta pruning, also applied to custom resources."""
+    """ObjectMeta pruning, also applied to custom resources (returned as is when clean)."""
+    if _checker("V1ObjectMeta", "metadata")(meta):
+        return meta
     return _walk(meta, "V1ObjectMeta", "metadata", kind=kind, unknown=unknown)
+
+
+def _root_is_clean(root: str, obj: Any, *, remember: bool) -> bool:
+    """`_checker(root, "")(obj)`, skipping top-level values already proven clean."""
+    if not isinstance(obj, dict):
+        return _checker(root, "")(obj)
+    fields = _table()[root]
+    for key, value in obj.items():
+        typ = fields.get(key)
+        if typ is None:
+            return False
+        shareable = key != "metadata" and type(value) in (dict, list)  # metadata is rewritten
+        if shareable and _PROVEN.has(value, (root, key)):
+            continue
+        if not _checker(typ, key)(value):
+            return False
+        if shareable and remember:
+            _PROVEN.add(value, (root, key))
+    return True
+
+
+class _Proven:
+    """Values, by identity, known to pass a check: stored values are immutable and each
+    version shares its unchanged fields with the previous one (a pod's spec through
+    all its status updates), so a check passed once holds for as long as the value
+    lives. Holding the value keeps its id from being reused; the oldest are dropped."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: dict[int, tuple[Any, Hashable]] = {}
+        self._lock = threading.Lock()
+
+    def has(self, value: Any, what: Hashable) -> bool:
+        hit = self._items.get(id(value))
+        return hit is not None and hit[0] is value and hit[1] == what
+
+    def add(self, value: Any, what: Hashable) -> None:
+        with self._lock:
+            self._items[id(value)] = (value, what)
+            if len(self._items) > self._size:
+                del self._items[next(iter(self._items))]
+
+
+_PROVEN = _Proven(4096)
+
+
+# -- the fast check: would _walk return the value unchanged? ------------------------------
+# `_walk` builds paths, matches regexes and copies every node; most objects have no
+# unknown field, no type error and no quantity to canonicalise, so one pass of
+# compiled per-type predicates (no paths, no copies) settles them, and only the rest
+# pay for `_walk`. A check is compiled per (type, path suffix): the suffix is the
+# end of the path `_walk` would build ("" at the root, ".field" for a struct field,
+# "]" for a list item), because quantity canonicalisation depends on field names.
+Check = Callable[[Any], bool]
+_SCALARS = {"int", "bool", "str", "float", "datetime", "date"}
+
+
+@functools.cache
+def _checker(typ: str, suffix: str) -> Check:
+    """True when `_walk(value, typ, <path ending in suffix>)` returns an equal, unpruned value."""
+    if m := _LIST.match(typ):
+        return _list_checker(m.group(1))
+    if m := _DICT.match(typ):
+        return _map_checker(m.group(1), quantities=suffix.rpartition(".")[2] in QUANTITY_MAPS)
+    if typ in _SCALARS:
+        return _scalar_checker(typ, canonical=suffix.endswith(".sizeLimit"))
+    fields = _table().get(typ)
+    if fields is None:  # 'object': anything goes, kept as is
+        return lambda value: True
+    return _struct_checker(fields, root=not suffix)
+
+
+def _list_checker(item_type: str) -> Check:
+    item = _checker(item_type, "]")
+
+    def check(value: Any) -> bool:
+        return value is None or (isinstance(value, list) and all(map(item, value)))
+
+    return check
+
+
+def _map_checker(value_type: str, *, quantities: bool) -> Check:
+    if _LIST.match(value_type) or _DICT.match(value_type):
+        return lambda value: value is None  # no such map in the table: leave it to _walk
+    if value_type in _SCALARS:
+        return _scalar_map_checker(value_type, quantities=quantities)
+    item = _checker(value_type, "]")
+
+    def check(value: Any) -> bool:
+        if value is None:
+            return True
+        if not isinstance(value, dict):
+            return False
+        values = value.values()
+        if not all(map(item, values)):
+            return False
+        return not quantities or all(quantity(v) is v for v in values)
+
+    return check
+
+
+def _scalar_map_checker(value_type: str, *, quantities: bool) -> Check:
+    """Maps of scalars (labels, data, limits...): `_walk` canonicalises a value whose
+    path ends in ".sizeLimit", so a key ending in "sizeLimit" gets that check too."""
+    plain = _checker(value_type, "]")
+    sized = _checker(value_type, ".sizeLimit")
+
+    def check(value: Any) -> bool:
+        if value is None:
+            return True
+        if not isinstance(value, dict):
+            return False
+        for key, item in value.items():
+            if not (sized if key.endswith("sizeLimit") else plain)(item):
+                return False
+            if quantities and quantity(item) is not item:
+                return False
+        return True
+
+    return check
+
+
+def _scalar_checker(typ: str, *, canonical: bool) -> Check:
+    ok = _SCALAR_OK[typ]
+    if not canonical:
+        return lambda value: value is None or ok(value)
+    return lambda value: value is None or (ok(value) and quantity(value) is value)
+
+
+_SCALAR_OK: dict[str, Check] = {
+    "int": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
+    "bool": lambda v: isinstance(v, bool),
+    "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "str": lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool),
+}
+_SCALAR_OK["datetime"] = _SCALAR_OK["date"] = _SCALAR_OK["str"]
+
+
+def _struct_checker(fields: dict[str, str], *, root: bool) -> Check:
+    checks: dict[str, Check] = {}  # filled lazily: the types are recursive
+
+    def check(value: Any) -> bool:
+        if value is None:
+            return True
+        if not isinstance(value, dict):
+            return False
+        for key, item in value.items():
+            field_check = checks.get(key)
+            if field_check is None:
+                typ = fields.get(key)
+                if typ is None:
+                    return False  # unknown field
+                field_check = checks[key] = _checker(typ, key if root else "." + key)
+            if not field_check(item):
+                return False
+        return True
+
+    return check
 
 
 def _walk(value: Any, typ: str, path: str, *, kind: str, unknown: list[str]) -> Any:

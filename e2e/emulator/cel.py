@@ -8,6 +8,7 @@ parse) is skipped, never failed — the README lists that divergence.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from typing import Any
@@ -256,7 +257,26 @@ def evaluate(rule: str, value: Any, old: Any = MISSING) -> bool | None:
         env["oldSelf"] = old
     elif "oldSelf" in rule:
         return None  # transition rules only run on update
+    node = _compile(rule)
+    if node is None:
+        return None
     try:
-        return _truth(_Parser(rule).parse()(env))
-    except (Unsupported, TypeError, KeyError, IndexError, ValueError, ZeroDivisionError, re.error):
+        return _truth(node(env))
+    except _SKIPPED:
+        return None
+
+
+_SKIPPED = (Unsupported, TypeError, KeyError, IndexError, ValueError, ZeroDivisionError, re.error)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(rule: str) -> Node | None:
+    """A rule parsed once (parsing costs more than evaluating); None if not evaluable.
+
+    The compiled closures hold no state of their own, so one can serve every object
+    and thread; only the environment passed in differs.
+    """
+    try:
+        return _Parser(rule).parse()
+    except _SKIPPED:
         return None

@@ -8,6 +8,7 @@ minute. By default it runs with wall time plus an offset that `advance()` grows;
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import logging
@@ -20,7 +21,13 @@ log = logging.getLogger(__name__)
 
 def rfc3339(when: datetime) -> str:
     """metav1.Time serialisation: second precision, UTC, 'Z'."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _rfc3339_second(int(when.timestamp() // 1))
+
+
+@functools.lru_cache(maxsize=256)
+def _rfc3339_second(second: int) -> str:
+    """Every write stamps "now": the text is formatted once per second, not per call."""
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def parse_time(text: str) -> datetime:

@@ -10,7 +10,6 @@ Jobs beyond the history limits are deleted oldest first.
 
 from __future__ import annotations
 
-import copy
 import zoneinfo
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +18,7 @@ from croniter import croniter
 
 from .api import Api
 from .clock import parse_time, rfc3339
+from .codec import clone
 from .jobpods import is_finished
 from .manager import Manager
 from .options import DeleteOptions
@@ -80,7 +80,7 @@ class CronJobController:
         cj = self.api.store.get("cronjobs.batch", ns, name)
         if cj is None:
             return
-        status = copy.deepcopy(cj.get("status") or {})
+        status = clone(cj.get("status") or {})
         jobs = self._owned_jobs(cj)
         # sync(): history cleanup comes first, every pass, even suspended or deleting.
         self._cleanup_history(cj, status, jobs)
@@ -159,7 +159,7 @@ class CronJobController:
 
     def _create_job(self, cj: Obj, name: str, scheduled: datetime) -> Obj | None:
         meta = cj["metadata"]
-        template = copy.deepcopy(cj["spec"].get("jobTemplate") or {})
+        template = clone(cj["spec"].get("jobTemplate") or {})
         tmeta = template.get("metadata") or {}
         tz = zoneinfo.ZoneInfo(cj["spec"].get("timeZone") or "UTC")
         local = scheduled.astimezone(tz)
@@ -188,7 +188,7 @@ class CronJobController:
         }
         assert self.jobs is not None
         try:
-            created = self.api.create(self.jobs, meta["namespace"], job)
+            created = self.api.create(self.jobs, meta["namespace"], job, owned=True)
         except Exception as exc:
             if getattr(exc, "reason", "") == "AlreadyExists":
                 return self._existing_job(cj, name)

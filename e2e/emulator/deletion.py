@@ -7,7 +7,6 @@ garbage collector (gc.py) and the kubelet finish the job, as on a real cluster.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 
 from .errors import conflict, invalid_object, not_supported
@@ -111,7 +110,9 @@ class DeletionMixin:
         if not finalizers and not graceful and not self._spec_finalizers(old):
             removed = self.store.remove(rt.key, meta.get("namespace", ""), meta["name"])
             return self.present(rt, removed or old), True
-        new = copy.deepcopy(old)
+        # Stored objects are never changed in place: new top level and metadata, the
+        # rest shared with old (and a new status for namespaces, below).
+        new = {**old, "metadata": dict(old["metadata"])}
         nmeta = new["metadata"]
         nmeta["finalizers"] = finalizers
         if not finalizers:
@@ -131,7 +132,7 @@ class DeletionMixin:
         if rt.has_generation:
             nmeta["generation"] = int(nmeta.get("generation", 1)) + 1
         if rt.plural == "namespaces":
-            new.setdefault("status", {})["phase"] = "Terminating"
+            new["status"] = {**new.get("status", {}), "phase": "Terminating"}
         return self.present(rt, self.store.put(rt.key, new)), False
 
 

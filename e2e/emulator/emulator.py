@@ -8,6 +8,7 @@ objects and resourceVersions survive.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import threading
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import Api
 from .clock import Clock, Timers
+from .codec import EncodingCache
 from .crd import resource_types
 from .cronjobs import CronJobController
 from .executors import PodExecutor, ScriptedExecutor
@@ -88,12 +90,18 @@ class Emulator:
     ) -> None:
         self.config = config or EmulatorConfig()
         self.clock = clock or Clock()
-        self.store = Store(history_size=self.config.history_size)
+        # KUBE_EMULATOR_AUDIT=1 (the emulator's own tests): stop() fails if a stored
+        # version was changed in place, which would corrupt what other readers hold.
+        self.store = Store(
+            history_size=self.config.history_size,
+            audit=bool(os.environ.get("KUBE_EMULATOR_AUDIT")),
+        )
         self.registry = Registry()
         self.api = Api(
             store=self.store, registry=self.registry, clock=self.clock, seed=self.config.seed
         )
         self.timers = Timers(self.clock)
+        self.encodings = EncodingCache()  # answers and watch events share encodings
         self.manager = Manager(timers=self.timers)
         self.executor: Any = (executor or ScriptedExecutor)(self.timers)
         self.kubelet = Kubelet(
@@ -171,6 +179,9 @@ class Emulator:
             close()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+        changed = self.store.verify_unchanged()
+        if changed:
+            raise AssertionError(f"stored objects were changed in place: {changed[:10]}")
 
     def __enter__(self) -> Emulator:
         return self.start()

@@ -49,9 +49,11 @@ class GarbageCollector:
             old_refs = ((event.old or {}).get("metadata") or {}).get("ownerReferences")
             if refs and (event.type == "ADDED" or refs != old_refs):
                 keys.append(f"dep:{event.key}|{meta.get('namespace', '')}|{meta['name']}")
-            # A blocking reference removed or unblocked may let a foreground owner finish.
-            unblocked = _blocking_uids(event.old) - _blocking_uids(obj)
-            keys += [f"owner:{uid}" for uid in unblocked]
+            # A blocking reference removed or unblocked may let a foreground owner finish
+            # (versions share unchanged references, so most events skip the comparison).
+            if meta.get("ownerReferences") is not old_refs:
+                unblocked = _blocking_uids(event.old) - _blocking_uids(obj)
+                keys += [f"owner:{uid}" for uid in unblocked]
         return keys
 
     def _cleanup_keys(self, event: Event) -> list[str]:

@@ -11,12 +11,12 @@ success adds `SuccessCriteriaMet` then `Complete`. Failed pods are kept.
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime, timedelta
 from typing import Any
 
 from .api import Api
 from .clock import parse_time, rfc3339
+from .codec import clone
 from .jobpods import (
     INDEX_KEY,
     completion_index,
@@ -83,7 +83,7 @@ class JobController:
         if job is None or job["metadata"].get("deletionTimestamp"):
             return
         pods = self._pods(job)
-        status = copy.deepcopy(job.get("status") or {})
+        status = clone(job.get("status") or {})
         counted = self._countterminal(job, pods, status)
         if is_finished(job):
             self._release(counted)
@@ -294,7 +294,7 @@ class JobController:
     # -- writes ------------------------------------------------------------------------
     def _create_pod(self, job: Obj, index: int | None) -> None:
         meta = job["metadata"]
-        template = copy.deepcopy(job["spec"]["template"])
+        template = clone(job["spec"]["template"])
         pmeta = template.get("metadata") or {}
         prefix = f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-"
         pod_meta: Obj = {
@@ -323,7 +323,8 @@ class JobController:
         if not pod_meta["annotations"]:
             del pod_meta["annotations"]
         assert self.pods is not None
-        pod = self.api.create(self.pods, meta["namespace"], {"metadata": pod_meta, "spec": spec})
+        body = {"metadata": pod_meta, "spec": spec}  # built from a clone: ours to hand over
+        pod = self.api.create(self.pods, meta["namespace"], body, owned=True)
         self._event(job, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
 
     def _delete_pod(self, pod: Obj) -> None:
@@ -387,6 +388,7 @@ class JobController:
             body,
             content_type=MERGE_PATCH,
             subresource="status",
+            owned=True,  # `status` is this reconcile's clone, not used after this
         )
 
     def _ttl(self, job: Obj) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import re
 import zoneinfo
 from typing import Any
@@ -42,10 +43,10 @@ def validate_name(rt: ResourceType, name: str) -> list[FieldError]:
     """metadata.name rules: DNS label for namespaces, DNS subdomain otherwise."""
     path = "metadata.name"
     if rt.plural == "namespaces":
-        if len(name) > 63 or not re.fullmatch(_DNS1123_LABEL, name):
+        if len(name) > 63 or not _DNS1123_LABEL_RE.fullmatch(name):
             return [invalid(path, name, LABEL_MSG)]
         return []
-    if len(name) > 253 or not re.fullmatch(_DNS1123_SUB, name):
+    if len(name) > 253 or not _DNS1123_SUB_RE.fullmatch(name):
         return [invalid(path, name, SUB_MSG)]
     limit = {"jobs": 63, "cronjobs": 52}.get(rt.plural)
     if limit and len(name) > limit:
@@ -57,7 +58,7 @@ def validate_metadata(meta: Obj) -> list[FieldError]:
     errors: list[FieldError] = []
     for key, value in (meta.get("labels") or {}).items():
         errors += _qualified_name("metadata.labels", key)
-        if not isinstance(value, str) or len(value) > 63 or not re.fullmatch(_LABEL_VALUE, value):
+        if not isinstance(value, str) or not _valid_label_value(value):
             errors.append(
                 invalid(
                     "metadata.labels",
@@ -71,12 +72,30 @@ def validate_metadata(meta: Obj) -> list[FieldError]:
     return errors
 
 
-def _qualified_name(path: str, key: str) -> list[FieldError]:
+# Every write validates its labels and annotations; the same few keys and values recur,
+# so their verdicts are cached (pure functions of the string).
+_DNS1123_SUB_RE = re.compile(_DNS1123_SUB)
+_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL)
+_LABEL_VALUE_RE = re.compile(_LABEL_VALUE)
+_QUALIFIED_RE = re.compile(_QUALIFIED)
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE_RE.fullmatch(value) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _valid_qualified_name(key: str) -> bool:
     prefix, _, name = key.rpartition("/")
-    ok = bool(re.fullmatch(_QUALIFIED, name)) and len(name) <= 63
+    ok = _QUALIFIED_RE.fullmatch(name) is not None and len(name) <= 63
     if prefix:
-        ok = ok and bool(re.fullmatch(_DNS1123_SUB, prefix)) and len(prefix) <= 253
-    if ok:
+        ok = ok and _DNS1123_SUB_RE.fullmatch(prefix) is not None and len(prefix) <= 253
+    return ok
+
+
+def _qualified_name(path: str, key: str) -> list[FieldError]:
+    if _valid_qualified_name(key):
         return []
     return [
         invalid(

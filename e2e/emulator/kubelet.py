@@ -11,12 +11,12 @@ disappears once it reports termination (or the grace period runs out).
 
 from __future__ import annotations
 
-import copy
 import threading
 from typing import Any
 
 from .api import Api
 from .clock import Timers, rfc3339
+from .codec import clone
 from .executors import PodExecutor
 from .manager import Manager
 from .patch import MERGE_PATCH
@@ -31,7 +31,7 @@ class _Handle:
 
     def __init__(self, kubelet: Kubelet, pod: Obj, ip: str) -> None:
         self._kubelet = kubelet
-        self._pod = copy.deepcopy(pod)
+        self._pod = clone(pod)
         self._lock = threading.Lock()
         self._started = ""
         self._ip = ip
@@ -233,8 +233,9 @@ class Kubelet:
             cur = self.api.store.get("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
             if cur is None or cur["metadata"]["uid"] != pod["metadata"]["uid"]:
                 return
-            new = copy.deepcopy(cur)
-            new["spec"]["nodeName"] = NODE_NAME
+            # Stored objects are never changed in place: new dicts on the path written.
+            meta = dict(cur["metadata"])
+            new = {**cur, "metadata": meta, "spec": {**cur["spec"], "nodeName": NODE_NAME}}
             self.api.store.put("pods", new)
 
     def patch_status(self, pod: Obj, status: Obj, *, merge_conditions: bool) -> None:

@@ -8,9 +8,9 @@ instead of the whole OpenAPI, which is a documented divergence.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
+from .codec import clone
 from .errors import ApiError, bad_request
 
 JSON_PATCH = "application/json-patch+json"
@@ -40,9 +40,14 @@ MERGE_SCALAR_LISTS = {"finalizers"}
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: objects merge recursively, null deletes, everything else replaces."""
+    """RFC 7386: objects merge recursively, null deletes, everything else replaces.
+
+    The patch is consumed: its values become part of the result (Api.patch owns
+    every patch it applies; it clones those a caller keeps). Unpatched values of
+    `target` are shared, never changed.
+    """
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
+        return patch
     result = dict(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
@@ -56,7 +61,7 @@ def json_patch(target: Any, ops: Any) -> Any:
     """RFC 6902 with add/remove/replace/move/copy/test."""
     if not isinstance(ops, list):
         raise bad_request("json: cannot unmarshal object into Go value of type jsonpatch.Patch")
-    doc = copy.deepcopy(target)
+    doc = clone(target)
     for op in ops:
         doc = _apply_op(doc, op)
     return doc
@@ -121,19 +126,19 @@ def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
     kind = op.get("op")
     parts = _pointer(op.get("path", ""))
     if kind == "add":
-        return _add(doc, parts, copy.deepcopy(op.get("value")))
+        return _add(doc, parts, clone(op.get("value")))
     if kind == "remove":
         _remove(doc, parts)
         return doc
     if kind == "replace":
         _get(doc, parts)
         if not parts:
-            return copy.deepcopy(op.get("value"))
+            return clone(op.get("value"))
         _remove(doc, parts)
-        return _add(doc, parts, copy.deepcopy(op.get("value")))
+        return _add(doc, parts, clone(op.get("value")))
     if kind in ("move", "copy"):
         src = _pointer(op.get("from", ""))
-        value = _remove(doc, src) if kind == "move" else copy.deepcopy(_get(doc, src))
+        value = _remove(doc, src) if kind == "move" else clone(_get(doc, src))
         return _add(doc, parts, value)
     if kind == "test":
         if _get(doc, parts) != op.get("value"):

@@ -42,6 +42,6 @@ def record(api: Api, obj: Obj, *, type_: str, reason: str, message: str, compone
         "count": 1,
     }
     try:
-        api.create(rt, meta.get("namespace") or "default", event)
+        api.create(rt, meta.get("namespace") or "default", event, owned=True)
     except Exception:  # a recorder never fails the controller (e.g. namespace terminating)
         return

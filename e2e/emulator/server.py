@@ -12,15 +12,16 @@ import json
 import socket
 import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import discovery, protobuf
+from . import codec, discovery, protobuf
 from .errors import ApiError, bad_request
 from .options import DeleteOptions, Request
 from .registry import ResourceType
 from .watching import WatchStream
+from .wire import FastHeadersHandler, chunk_frame, response_head
 
 if TYPE_CHECKING:
     from .emulator import Emulator
@@ -69,7 +70,7 @@ class EmulatorHTTPServer(ThreadingHTTPServer):
             thread.join(timeout=5)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(FastHeadersHandler):
     """One generic handler for every path the emulator serves."""
 
     protocol_version = "HTTP/1.1"
@@ -80,7 +81,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        # Headers and body are separate writes; without NODELAY, delayed ACKs add ~40 ms each.
+        # Watch chunks are small writes; without NODELAY, delayed ACKs add ~40 ms each.
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.server.conn_lock:
             self.server.connections[self.request] = threading.current_thread()
@@ -271,15 +272,21 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(
                     405, "the server does not allow this method on the requested resource"
                 )
-            self._send_obj(201, rt, api.create(rt, ns, body, req))
+            self._send_obj(201, rt, api.create(rt, ns, body, req, owned=True))
         elif verb == "update":
-            self._send_obj(
-                200, rt, api.update(rt, ns, name, body, subresource=route.subresource, req=req)
-            )
+            obj = api.update(rt, ns, name, body, subresource=route.subresource, req=req, owned=True)
+            self._send_obj(200, rt, obj)
         elif verb == "patch":
             ctype = self.headers.get("Content-Type", "")
             obj = api.patch(
-                rt, ns, name, body, content_type=ctype, subresource=route.subresource, req=req
+                rt,
+                ns,
+                name,
+                body,
+                content_type=ctype,
+                subresource=route.subresource,
+                req=req,
+                owned=True,
             )
             self._send_obj(200, rt, obj)
         elif verb == "delete":
@@ -352,8 +359,11 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
 
     def chunk(self, event: Obj) -> None:
-        data = json.dumps(event, separators=(",", ":")).encode() + b"\n"
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.write_chunks([chunk_frame(codec.encode(event) + b"\n")])
+
+    def write_chunks(self, frames: list[bytes]) -> None:
+        """Framed chunks (see chunk_frame) in one write: a burst of events is one syscall."""
+        self.wfile.write(b"".join(frames))
         self.wfile.flush()
 
     def end_stream(self) -> None:
@@ -374,16 +384,35 @@ class Handler(BaseHTTPRequestHandler):
                 now=emu.clock.now(),
                 include=self.query.get("includeObject", "Metadata"),
             )
-        self._send_json(code, obj)
+            self._send_json(code, obj)
+            return
+        # Stored versions never change: the watch event of this write reuses the bytes.
+        self._send(code, emu.encodings.encode(obj), "application/json")
 
     def _send_json(self, code: int, doc: Obj, *, headers: dict[str, str] | None = None) -> None:
-        self._send(
-            code, json.dumps(doc, separators=(",", ":")).encode(), "application/json", headers
-        )
+        self._send(code, codec.encode(doc), "application/json", headers)
 
     def _send(
         self, code: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
     ) -> None:
+        """Head and body in one write (one syscall, one TCP segment for small answers)."""
+        extra = list((headers or {}).items())
+        if self.request_version == "HTTP/0.9" or any(k.lower() == "connection" for k, _ in extra):
+            self._send_stdlib(code, data, ctype, headers)
+            return
+        lines = [
+            ("Content-Type", ctype),
+            ("Content-Length", str(len(data))),
+            ("Cache-Control", "no-cache, private"),
+            *extra,
+            *(("Warning", _warning(msg)) for msg in getattr(self, "warnings", [])),
+        ]
+        self.wfile.write(response_head(self, code, lines) + data)
+
+    def _send_stdlib(
+        self, code: int, data: bytes, ctype: str, headers: dict[str, str] | None = None
+    ) -> None:
+        """The same answer through send_response/send_header (HTTP/0.9, Connection headers)."""
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
@@ -396,4 +425,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _warning_headers(self) -> None:
         for msg in getattr(self, "warnings", []):
-            self.send_header("Warning", f"299 - {json.dumps(msg)}")
+            self.send_header("Warning", _warning(msg))
+
+
+def _warning(msg: str) -> str:
+    """A Warning header value as kube-apiserver writes it (code 299, quoted text)."""
+    return f"299 - {json.dumps(msg)}"

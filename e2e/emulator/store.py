@@ -5,17 +5,22 @@ resourceVersion and is appended to a bounded event history; watches replay from
 that history and then follow live events. A resourceVersion older than the
 oldest retained event is "compacted" and answers 410 Gone, so clients' relist
 path is exercised with a small history window. Stored dicts are never mutated
-after they are written (writers always store a fresh dict), so readers can share
-them without copying, which keeps list/watch linear.
+after they are written (writers always store a fresh top-level dict and metadata;
+nested values may be shared with the previous version, which is just as
+immutable), so readers can share them without copying, which keeps list/watch
+linear. `audit=True` checks that promise: it remembers every stored version's
+JSON and `verify_unchanged()` reports any that changed since (the emulator's
+tests turn it on through KUBE_EMULATOR_AUDIT).
 """
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import gone
@@ -26,13 +31,20 @@ ObjKey = tuple[str, str, str]  # (resource key, namespace, name)
 
 @dataclass(frozen=True)
 class Event:
-    """One change: ADDED / MODIFIED / DELETED of a stored object."""
+    """One change: ADDED / MODIFIED / DELETED of a stored object.
+
+    `encoded` caches the watch-stream bytes of this event per presentation, so an
+    event delivered to many watchers is encoded once (watching.py).
+    """
 
     type: str
     key: str
     obj: Obj
     old: Obj | None
     rv: int
+    encoded: dict[Hashable, bytes] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
     @property
     def namespace(self) -> str:
@@ -60,15 +72,17 @@ class Watcher:
 class Store:
     """Thread-safe object store with watch fan-out. Callers may hold `lock` across steps."""
 
-    def __init__(self, *, history_size: int = 1000) -> None:
+    def __init__(self, *, history_size: int = 1000, audit: bool = False) -> None:
         self.lock = threading.RLock()
+        # id -> (stored version, its JSON when stored); holding the version keeps ids unique.
+        self._audit: dict[int, tuple[Obj, str]] | None = {} if audit else None
         self._rv = 0
         self._objects: dict[str, dict[tuple[str, str], Obj]] = {}
         self._uids: dict[str, ObjKey] = {}
         self._owners: dict[str, set[ObjKey]] = {}
         self._history: deque[Event] = deque(maxlen=max(1, history_size))
         self._compacted = 0
-        self._watchers: set[Watcher] = set()
+        self._watchers: dict[str, set[Watcher]] = {}  # by resource key
         self._listeners: list[Callable[[Event], None]] = []
 
     # -- reads -------------------------------------------------------------------
@@ -119,7 +133,11 @@ class Store:
 
     # -- writes ------------------------------------------------------------------
     def put(self, key: str, obj: Obj) -> Obj:
-        """Store obj (a fresh dict) with the next resourceVersion; emits ADDED/MODIFIED."""
+        """Store obj with the next resourceVersion; emits ADDED/MODIFIED.
+
+        obj's top level and metadata must be fresh dicts (metadata gets the
+        resourceVersion); nested values may be shared with stored versions.
+        """
         with self.lock:
             self._rv += 1
             meta = obj["metadata"]
@@ -128,6 +146,7 @@ class Store:
             bucket = self._objects.setdefault(key, {})
             old = bucket.get(where)
             bucket[where] = obj
+            self._record(obj)
             self._index(key, old, obj)
             self._emit(Event("MODIFIED" if old else "ADDED", key, obj, old, self._rv))
             return obj
@@ -143,9 +162,26 @@ class Store:
                 **old,
                 "metadata": {**old["metadata"], "resourceVersion": str(self._rv)},
             }
+            self._record(gone_obj)
             self._index(key, old, None)
             self._emit(Event("DELETED", key, gone_obj, old, self._rv))
             return gone_obj
+
+    def _record(self, obj: Obj) -> None:
+        if self._audit is not None:
+            self._audit[id(obj)] = (obj, json.dumps(obj, sort_keys=True))
+
+    def verify_unchanged(self) -> list[str]:
+        """With `audit`: "namespace/name@resourceVersion" of stored versions changed since."""
+        with self.lock:
+            entries = list((self._audit or {}).values())
+        changed = []
+        for obj, text in entries:
+            if json.dumps(obj, sort_keys=True) != text:
+                meta = json.loads(text)["metadata"]
+                where = f"{meta.get('namespace', '')}/{meta['name']}"
+                changed.append(f"{where}@{meta.get('resourceVersion')}")
+        return changed
 
     def _index(self, key: str, old: Obj | None, new: Obj | None) -> None:
         for obj, add in ((old, False), (new, True)):
@@ -170,7 +206,7 @@ class Store:
         if len(self._history) == self._history.maxlen:
             self._compacted = self._history[0].rv
         self._history.append(event)
-        for w in self._watchers:
+        for w in self._watchers.get(event.key, ()):
             if w.wants(event):
                 w.queue.put(event)
         for listener in self._listeners:
@@ -192,7 +228,7 @@ class Store:
                 for ev in self._replay(since):
                     if w.wants(ev):
                         w.queue.put(ev)
-            self._watchers.add(w)
+            self._watchers.setdefault(key, set()).add(w)
             return w
 
     def _replay(self, since: int) -> Iterator[Event]:
@@ -202,13 +238,16 @@ class Store:
 
     def unwatch(self, watcher: Watcher) -> None:
         with self.lock:
-            self._watchers.discard(watcher)
+            watchers = self._watchers.get(watcher.key, set())
+            watchers.discard(watcher)
+            if not watchers:
+                self._watchers.pop(watcher.key, None)
         watcher.close()
 
     def close_watches(self) -> None:
         """End every open watch stream (fault injection, restart, shutdown)."""
         with self.lock:
-            watchers = list(self._watchers)
+            watchers = [w for ws in self._watchers.values() for w in ws]
             self._watchers.clear()
         for w in watchers:
             w.close()

@@ -11,17 +11,22 @@ as DELETED or ADDED, like the real server does.
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import discovery
+from . import codec, discovery
 from .errors import ApiError, bad_request
 from .registry import ResourceType
 from .selectors import match_labels, parse_field_selector, parse_label_selector
 from .store import Event, Obj
+from .wire import chunk_frame
 
 if TYPE_CHECKING:
     from .server import Handler, Route
+
+_BURST = 256  # events per write at most
+_ENCODING = threading.Lock()
 
 
 class WatchStream:
@@ -30,6 +35,7 @@ class WatchStream:
     def __init__(self, handler: Handler, route: Route) -> None:
         self.handler = handler
         self.route = route
+        self.table = False
 
     def serve(self) -> None:
         h, route = self.handler, self.route
@@ -41,7 +47,7 @@ class WatchStream:
         )
         timeout = float(h.query.get("timeoutSeconds") or emu.config.watch_max_seconds)
         bookmarks = h.query.get("allowWatchBookmarks") in ("true", "1")
-        table = discovery.wants_table(h.headers.get("Accept", ""))
+        table = self.table = discovery.wants_table(h.headers.get("Accept", ""))
         rv = h.query.get("resourceVersion") or ""
         initial: list[Obj] = []
         try:
@@ -120,11 +126,51 @@ class WatchStream:
                     self._bookmark(watcher, rt)
                     next_bookmark = time.monotonic() + interval
                 continue
-            if ev is None:
+            if not self._send_burst(watcher, ev, matches, render):
                 return
+
+    def _send_burst(self, watcher: Any, first: Event | None, matches: Any, render: Any) -> bool:
+        """Send `first` and up to _BURST - 1 more already queued events in one write.
+
+        A busy store queues events faster than one write per event drains them;
+        writing what is there at once costs one syscall per burst, not per event.
+        Returns False once the stream is over (the queue's `None`).
+        """
+        events = [first]
+        while len(events) < _BURST and events[-1] is not None:
+            try:
+                events.append(watcher.queue.get_nowait())
+            except queue.Empty:
+                break
+        frames = []
+        for ev in events:
+            if ev is None:
+                break
             out = _transition(ev, matches)
             if out:
-                self.handler.chunk({"type": out, "object": render(ev.obj)})
+                frames.append(self._frame(ev, out, render))
+        if frames:
+            self.handler.write_chunks(frames)
+        return events[-1] is not None
+
+    def _frame(self, ev: Event, out: str, render: Any) -> bytes:
+        """The chunk for one event; encoded once per presentation and shared by all watchers."""
+        if self.table:  # tables carry the watcher's options and "now": never shared
+            return chunk_frame(codec.encode({"type": out, "object": render(ev.obj)}) + b"\n")
+        rt = self.route.rt
+        key = (out, rt.group, rt.api_version, rt.kind)
+        frame = ev.encoded.get(key)
+        if frame is None:
+            # Watch threads wake together for an event: one encodes, the others wait.
+            with _ENCODING:
+                frame = ev.encoded.get(key)
+                if frame is None:
+                    # {"type":...,"object":...} as codec.encode writes it, with the object's
+                    # bytes shared with the write's answer (EncodingCache).
+                    obj = self.handler.server.emulator.encodings.encode(render(ev.obj))
+                    data = b'{"type":%b,"object":%b}\n' % (codec.encode(out), obj)
+                    frame = ev.encoded[key] = chunk_frame(data)
+        return frame
 
     def _bookmark(self, watcher: Any, rt: ResourceType) -> None:
         store = self.handler.server.emulator.store
