@@ -346,15 +346,9 @@ def is_new_run(run: Obj) -> bool:
     return not (run.get("status") or {}).get("phase")
 
 
-class _DropWhile(logging.Filter):
-    """Drops every record while `event` is set."""
-
-    def __init__(self, event: threading.Event) -> None:
-        super().__init__()
-        self.event = event
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not self.event.is_set()
+def _drop(record: logging.LogRecord) -> bool:
+    """A logging filter that drops everything."""
+    return False
 
 
 class KubeCluster:
@@ -382,10 +376,6 @@ class KubeCluster:
         self._written_lock = threading.Lock()
         self._events: queue.Queue[Obj | None] = queue.Queue()
         self._event_thread = threading.Thread(target=self._post_events, name="events", daemon=True)
-        # Stopping an informer closes its watch under its reader, which the client library
-        # logs as an unexpected error with a traceback: not an error while we stop.
-        self._stopping = threading.Event()
-        self._quiet = _DropWhile(self._stopping)
         for kind in ("InferenceRun", "InferenceConfig", *CHILD_KINDS):
             self._informers[kind] = [self._informer(kind, ns) for ns in self._namespaces]
 
@@ -459,7 +449,6 @@ class KubeCluster:
 
     def start(self) -> None:
         """Start every informer and the event recorder."""
-        logging.getLogger(SharedInformer.__module__).addFilter(self._quiet)
         self._event_thread.start()
         for informer in self._all():
             informer.start()
@@ -469,10 +458,15 @@ class KubeCluster:
         self._events.put(None)
         if self._event_thread.is_alive():
             self._event_thread.join(timeout=10)
-        self._stopping.set()
-        for informer in self._all():
-            informer.stop()
-        logging.getLogger(SharedInformer.__module__).removeFilter(self._quiet)
+        # Stopping an informer closes its watch under its reader, which the client library
+        # logs as an unexpected error with a traceback: not an error while we stop.
+        informer_log = logging.getLogger(SharedInformer.__module__)
+        informer_log.addFilter(_drop)
+        try:
+            for informer in self._all():
+                informer.stop()
+        finally:
+            informer_log.removeFilter(_drop)
 
     def wait_synced(self, timeout: float) -> bool:
         """True once every informer has cached its first list."""
