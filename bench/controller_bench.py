@@ -20,7 +20,6 @@ Usage: python bench/controller_bench.py [--runs 1000] [--cached 10000]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import socket
@@ -40,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, config  # noqa: E402
 
 from controller.crds import generate_crds  # noqa: E402
+from e2e.emulator.child import Child  # noqa: E402
 
 GROUP, VERSION, NS = "longrun.dev", "v1alpha1", "bench"
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
@@ -49,29 +49,6 @@ CONFIG = {
     "storage": {"input": {"file": {"path": "/in"}}, "output": {"file": {"path": "/out"}}},
 }
 SUMMARY = '{"recordsRead": 100, "recordsWritten": 100, "durationSeconds": 0.1}'
-# The emulator's process: serves until stdin closes; a line "jobs" asks for the monotonic
-# time each Job was stored (JSON on one line), "cpu" for its CPU seconds so far.
-EMULATOR = (
-    "import json, os, sys, threading, time\n"
-    "from e2e.emulator import Emulator, EmulatorConfig\n"
-    "emu = Emulator(EmulatorConfig()).start()\n"
-    "emu.executor.script(exit_code=0, message=sys.argv[1])\n"
-    "seen, lock = {}, threading.Lock()\n"
-    "def on_event(event):\n"
-    "    if event.key.startswith('jobs') and event.type == 'ADDED':\n"
-    "        with lock:\n"
-    "            seen.setdefault(event.obj['metadata']['name'], time.monotonic())\n"
-    "emu.store.add_listener(on_event)\n"
-    "print(emu.kubeconfig_path, flush=True)\n"
-    "for line in sys.stdin:\n"
-    "    if line.strip() == 'jobs':\n"
-    "        with lock:\n"
-    "            print(json.dumps(seen), flush=True)\n"
-    "    elif line.strip() == 'cpu':\n"
-    "        t = os.times()\n"
-    "        print(t.user + t.system, flush=True)\n"
-    "emu.stop()\n"
-)
 LAUNCH = (
     "import argparse, sys\n"
     "from controller.main import add_parser\n"
@@ -135,43 +112,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-class EmulatorProcess:
-    """The API emulator in a child process, asked for its Job times and CPU over a pipe."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", EMULATOR, SUMMARY],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        assert self.proc.stdout is not None
-        self.kubeconfig_path = self.proc.stdout.readline().strip()
-
-    def ask(self, what: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(what + "\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline()
-
-    def job_times(self) -> dict[str, float]:
-        return dict(json.loads(self.ask("jobs")))
-
-    def cpu_seconds(self) -> float:
-        return float(self.ask("cpu"))
-
-    def api_client(self) -> Any:
-        return config.new_client_from_config(config_file=self.kubeconfig_path)  # type: ignore[no-untyped-call]
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+def emulator() -> tuple[Child, Any]:
+    """A fresh emulator process (every pod exits 0 with SUMMARY) with longrun's CRDs and
+    the bench namespace, and an API client for it."""
+    emu = Child(summary=SUMMARY)
+    api = config.new_client_from_config(config_file=emu.kubeconfig_path)  # type: ignore[no-untyped-call]
+    install_crds(api)
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
+    return emu, api
 
 
-def start_controller(emu: EmulatorProcess, *, metrics_port: int) -> subprocess.Popen[bytes]:
+def cpu_total(emu: Child) -> float:
+    """User + system CPU seconds of the emulator process so far."""
+    return sum(emu.cpu())
+
+
+def start_controller(emu: Child, *, metrics_port: int) -> subprocess.Popen[bytes]:
     """The controller as its own process (its RSS and GIL are its own), like in a pod."""
     env = {
         **os.environ,
@@ -221,17 +177,14 @@ def scrape_requests(port: int) -> dict[str, float]:
 
 def phase_latency(runs: int) -> dict[str, float]:
     """1,000 runs at once: run->Job latency, requests and writes per one-shot lifecycle."""
-    emu = EmulatorProcess()
+    emu, api = emulator()
     try:
-        api = emu.api_client()
-        install_crds(api)
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
         port = free_port()
         proc = start_controller(emu, metrics_port=port)
         try:
             baseline = scrape_requests(port)
             time.sleep(1)
-            emu_cpu = emu.cpu_seconds()
+            emu_cpu = cpu_total(emu)
             started = time.monotonic()
             accepted = create_objects(api, runs=runs, config="cfg")
             custom = client.CustomObjectsApi(api)
@@ -254,7 +207,7 @@ def phase_latency(runs: int) -> dict[str, float]:
             counts = scrape_requests(port)
             rss = peak_rss_kib(proc.pid)
             cpu = cpu_seconds(proc.pid)
-            emu_cpu = emu.cpu_seconds() - emu_cpu
+            emu_cpu = cpu_total(emu) - emu_cpu
             job_seen = emu.job_times()
         finally:
             proc.terminate()
@@ -284,11 +237,8 @@ def phase_latency(runs: int) -> dict[str, float]:
 
 def phase_floor(runs: int) -> dict[str, float]:
     """The same 1,000 runs served by bench/ideal_controller.py: the API server's share."""
-    emu = EmulatorProcess()
+    emu, api = emulator()
     try:
-        api = emu.api_client()
-        install_crds(api)
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
         custom = client.CustomObjectsApi(api)
         body: dict[str, Any] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceConfig"}
         body |= {"metadata": {"name": "cfg"}, "spec": CONFIG}
@@ -332,11 +282,8 @@ def peak_rss_kib(pid: int) -> int:
 
 def phase_memory(cached: int) -> dict[str, float]:
     """10,000 runs cached by a controller process: its peak RSS."""
-    emu = EmulatorProcess()
+    emu, api = emulator()
     try:
-        api = emu.api_client()
-        install_crds(api)
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
         proc = start_controller(emu, metrics_port=free_port())
         try:
             time.sleep(3)

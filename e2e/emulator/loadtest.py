@@ -2,7 +2,7 @@
 
 `python -m e2e.emulator.loadtest [--n 1000] [--threads 8] [--watchers 2] [--only ...]`
 
-The emulator runs in a child process (this module with `--serve`), so the CPU it
+The emulator runs in a child process (`e2e.emulator.child`), so the CPU it
 reports (os.times of its own process) is the server's alone: HTTP parsing, decoding,
 admission, storage, watch fan-out and the built-in controllers' work. This process
 is the cheap client: raw `http.client` connections, one per thread, requests
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -31,6 +30,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
+
+from e2e.emulator.child import Child
 
 Obj = dict[str, Any]
 GROUP, VERSION, NS = "longrun.dev", "v1alpha1", "load"
@@ -46,64 +47,6 @@ WATCHED = {
 }
 JSON = "application/json"
 MERGE = "application/merge-patch+json"
-
-
-# -- the emulator's side ---------------------------------------------------------------
-def serve() -> int:
-    """Child process: start an emulator, answer `cpu` and `idle` on stdin, stop at EOF."""
-    from e2e.emulator import Emulator, EmulatorConfig
-
-    emu = Emulator(EmulatorConfig()).start()
-    print(emu.url, flush=True)
-    for line in sys.stdin:
-        cmd = line.strip()
-        if cmd == "cpu":
-            t = os.times()
-            print(t.user, t.system, flush=True)
-        elif cmd == "idle":
-            print("ok" if _idle(emu) else "busy", flush=True)
-    emu.stop()
-    return 0
-
-
-def _idle(emu: Any, timeout: float = 120.0) -> bool:
-    """Controllers have nothing queued and every watch stream has taken its events."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if emu.wait_idle(1.0) and all(w.queue.empty() for w in emu.open_watches()):
-            return True
-        time.sleep(0.01)  # polling must not eat the CPU being measured
-    return False
-
-
-class Child:
-    """The emulator process and its stdin/stdout command channel."""
-
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "e2e.emulator.loadtest", "--serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert self.proc.stdout is not None
-        self.url = self.proc.stdout.readline().strip()
-
-    def ask(self, cmd: str) -> str:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(cmd + "\n")
-        self.proc.stdin.flush()
-        return self.proc.stdout.readline().strip()
-
-    def cpu(self) -> tuple[float, float]:
-        """(user, system) CPU seconds of the emulator process so far."""
-        user, system = self.ask("cpu").split()
-        return float(user), float(system)
-
-    def stop(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 # -- the client's side -----------------------------------------------------------------
@@ -453,10 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         metavar="OUT",
         help="profile the emulator with py-spy (installed separately) to OUT, collapsed stacks",
     )
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.serve:
-        return serve()
     child = Child()
     spy = None
     try:

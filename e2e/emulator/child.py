@@ -1,0 +1,109 @@
+"""The emulator in a child process, for measurements: its CPU is then its own.
+
+`python -m e2e.emulator.child [--summary JSON]` starts an emulator (scripting every pod to
+exit 0 with `--summary` as its termination message when given), prints its URL and kubeconfig
+path on one line, and answers commands on stdin, one line each, until stdin closes:
+
+- `cpu`: user and system CPU seconds of the process so far;
+- `idle`: `ok` once the built-in controllers have nothing queued and every watch stream has
+  taken its events (`busy` after two minutes);
+- `jobs`: JSON {Job name: monotonic time it was first stored} (CLOCK_MONOTONIC is system-wide,
+  so the parent can compare it with its own clock).
+
+`Child` is the parent's side. Used by `e2e/emulator/loadtest.py` and `bench/controller_bench.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def serve(summary: str | None) -> int:
+    """The child: serve and answer commands until stdin closes."""
+    from e2e.emulator import Emulator, EmulatorConfig
+
+    emu = Emulator(EmulatorConfig()).start()
+    if summary is not None:
+        emu.executor.script(exit_code=0, message=summary)
+    stored: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def on_event(event: Any) -> None:
+        if event.key.startswith("jobs") and event.type == "ADDED":
+            with lock:
+                stored.setdefault(event.obj["metadata"]["name"], time.monotonic())
+
+    emu.store.add_listener(on_event)
+    print(emu.url, emu.kubeconfig_path, flush=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "cpu":
+            t = os.times()
+            print(t.user, t.system, flush=True)
+        elif cmd == "idle":
+            print("ok" if _idle(emu) else "busy", flush=True)
+        elif cmd == "jobs":
+            with lock:
+                print(json.dumps(stored), flush=True)
+    emu.stop()
+    return 0
+
+
+def _idle(emu: Any, timeout: float = 120.0) -> bool:
+    """Controllers have nothing queued and every watch stream has taken its events."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if emu.wait_idle(1.0) and all(w.queue.empty() for w in emu.open_watches()):
+            return True
+        time.sleep(0.01)  # polling must not eat the CPU being measured
+    return False
+
+
+class Child:
+    """The emulator process and its stdin/stdout command channel."""
+
+    def __init__(self, *, summary: str | None = None) -> None:
+        cmd = [sys.executable, "-m", "e2e.emulator.child"]
+        if summary is not None:
+            cmd += ["--summary", summary]
+        root = Path(__file__).resolve().parents[2]
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root, env=env
+        )
+        assert self.proc.stdout is not None
+        self.url, self.kubeconfig_path = self.proc.stdout.readline().split()
+
+    def ask(self, cmd: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def cpu(self) -> tuple[float, float]:
+        """(user, system) CPU seconds of the emulator process so far."""
+        user, system = self.ask("cpu").split()
+        return float(user), float(system)
+
+    def job_times(self) -> dict[str, float]:
+        """Job name -> monotonic time the emulator first stored it."""
+        return dict(json.loads(self.ask("jobs")))
+
+    def stop(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m e2e.emulator.child", description=__doc__)
+    parser.add_argument("--summary", help="termination message of every pod (exit code 0)")
+    sys.exit(serve(parser.parse_args().summary))
