@@ -56,11 +56,17 @@ def run_with_kills(
     extra_env: dict[str, str],
     committed: Callable[[], int],
 ) -> Outcome:
-    """Start the runner until it exits 0, SIGKILLing the first KILLS attempts at random."""
+    """Start the runner until it exits 0, SIGKILLing the first KILLS attempts at random.
+
+    Every store commits so fast that a whole attempt could finish between two kills (S3 on moto
+    once went from chunk 17 to the end before the next kill): the fake model takes 30 ms per
+    batch, so a chunk takes ~0.15 s and the kills land mid-run on any machine.
+    """
     path = tmp / "contract.json"
     path.write_text(json.dumps(doc))
     env = {
         **os.environ,
+        DELAY_ENV: "0.03",
         **extra_env,
         "CONTRACT_PATH": str(path),
         "TERMINATION_MESSAGE_PATH": str(tmp / "termination-log"),
@@ -147,14 +153,8 @@ def test_file_output_is_exactly_once_across_kills(tmp_path: Path) -> None:
         output={"file": {"path": str(out)}},
         runner=TUNING,
     )
-    # Local files commit so fast that a whole attempt could finish between two kills:
-    # 30 ms per batch makes a chunk take ~0.15 s, so kills land mid-run on any machine.
     outcome = run_with_kills(
-        tmp_path,
-        doc,
-        seed=11,
-        extra_env={DELAY_ENV: "0.03"},
-        committed=lambda: len(list(out.glob("part-*"))),
+        tmp_path, doc, seed=11, extra_env={}, committed=lambda: len(list(out.glob("part-*")))
     )
     ids = [
         json.loads(line)["id"]
