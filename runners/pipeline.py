@@ -119,11 +119,10 @@ class Pipeline:
         """
         committed = self.sink.committed()
         first = _first_missing(committed)
-        self.stats.add(
-            chunks=len(committed),
-            written=_committed_records(self.sink, committed),
-            failed=_committed_records(self.error_sink, committed),
-        )
+        written = _committed_records(self.sink, committed)
+        failed = _committed_records(self.error_sink, committed)
+        # Every record of a committed chunk was read once and written or failed once.
+        self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
         progress = Progress(
             interval=self.tuning.progress_interval_seconds,
             total=self.source.total(),

@@ -140,8 +140,14 @@ def assert_exactly_once(ids: list[str], outcome: Outcome) -> None:
     assert len(ids) == RECORDS, f"{len(ids)} records written after {outcome}"
     assert len(set(ids)) == RECORDS, "duplicates in the output"
     assert set(ids) == {f"k{i:06d}" for i in range(RECORDS)}
-    counts = {k: outcome.summary.get(k) for k in ("recordsWritten", "recordsFailed", "chunks")}
-    assert counts == {"recordsWritten": RECORDS, "recordsFailed": 0, "chunks": CHUNKS}
+    names = ("recordsRead", "recordsWritten", "recordsFailed", "chunks")
+    counts = {k: outcome.summary.get(k) for k in names}
+    assert counts == {
+        "recordsRead": RECORDS,
+        "recordsWritten": RECORDS,
+        "recordsFailed": 0,
+        "chunks": CHUNKS,
+    }
 
 
 def test_file_output_is_exactly_once_across_kills(tmp_path: Path) -> None:
