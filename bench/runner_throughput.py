@@ -20,6 +20,10 @@ threads, interleaved A B C C B A so that a load change on the machine hits them 
   job. It tells how much CPU any encoding and decoding costs, not how lean the runner is;
 - ceiling: `wrk` (REST) or `h2load` (gRPC) replaying the same body, as in shared/PEERS.md.
 
+Each cell runs `--repeats` rounds (default 3); a ratio is the median of the rounds' ratios, so
+one round that a load spike or a server's pause hit does not decide it, and the direct client is
+the candidate with the most records/s over all rounds (not the luckiest round's).
+
 It prints records/s, runner/direct (the issue's ratio: the runner against a client doing the
 same work), runner/replay, and CPU milliseconds per 1,000 records (µs per record) of this
 process (per client) and of the server's process group. Servers run one at a time, so they do
@@ -41,12 +45,14 @@ import json
 import os
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -69,7 +75,7 @@ from contracts.model import ModelEndpoint
 from e2e.peers.server import PeerServer, start
 from runners.api import InputRecord, ModelClient, Prediction, RunContext
 from runners.models.http import ConnectionPool, HttpResponse
-from runners.models.kserve import KServeV1Client, KServeV2Client
+from runners.models.kserve import KServeV1Client, KServeV2Client, takes_binary
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient
 from runners.models.triton_grpc import CHANNEL_OPTIONS, INFER_METHOD, TritonGrpcClient
 
@@ -451,9 +457,11 @@ class Shared:
                 HAND: partial(HandGrpc, endpoint, self.channel),
                 LIBRARY: partial(LibraryGrpc, endpoint, self.library_grpc),
             }
+        if direct is HandV2Json and self.case.binary:
+            direct = HandV2Binary  # the server takes binary tensors: the leanest hand client
         found: dict[str, Callable[[], DirectClient]] = {HAND: partial(direct, endpoint)}
         if direct is HandV2Json or direct is HandV2Binary:
-            found[LIBRARY] = partial(LibraryHttp, endpoint, binary=direct is HandV2Binary)
+            found[LIBRARY] = partial(LibraryHttp, endpoint, binary=self.case.binary)
         return found
 
     def close(self) -> None:
@@ -722,6 +730,7 @@ class Case:
     make_records: Callable[[int], list[InputRecord]]
     direct: Any
     llm: bool = False
+    binary: bool = False  # v2 REST: the server takes binary tensors (runners.models.kserve)
 
 
 # server -> (label, protocol, transport kind, runner client, records, hand client) per case.
@@ -736,7 +745,7 @@ CASES: dict[str, list[tuple[str, str, str, Any, Callable[[int], list[InputRecord
         ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, HandGrpc),
     ],
     "triton": [
-        ("v2 REST (binary)", "kserve-v2", "rest", KServeV2Client, iris_records, HandV2Binary),
+        ("v2 REST", "kserve-v2", "rest", KServeV2Client, iris_records, HandV2Json),
         ("v2 gRPC", "triton-grpc", "grpc", TritonGrpcClient, iris_records, HandGrpc),
     ],
     "llama-chat": [
@@ -774,18 +783,35 @@ def cases_for(server: PeerServer, *, max_tokens: int) -> list[Case]:
         model = ModelEndpoint(protocol=protocol, url=url, name=server.model, **options)
         short = server.name.split("-")[0]
         llm = protocol in LLM_PROTOCOLS
-        cases.append(Case(short, label, kind, model, client_class, make_records, direct, llm))
+        binary = direct is HandV2Json and server_takes_binary(server.http_url)
+        label += " (binary)" if binary else ""
+        case = Case(short, label, kind, model, client_class, make_records, direct, llm, binary)
+        cases.append(case)
     return cases
+
+
+def server_takes_binary(url: str) -> bool:
+    """Whether the server's metadata shows the binary tensor extension, as the runner reads it."""
+    with urllib.request.urlopen(f"{url}/v2", timeout=10) as response:
+        return takes_binary(json.loads(response.read()))
 
 
 @dataclass
 class Row:
-    """One cell: a Measure per client (runner, replay and each direct candidate)."""
+    """One cell: a Measure per client (runner, replay and each direct candidate) per round."""
 
     case: Case
     batch: int
     concurrency: int
-    measures: dict[str, Measure]
+    rounds: list[dict[str, Measure]]
+
+    @property
+    def measures(self) -> dict[str, Measure]:
+        """Every client's rounds added up."""
+        total = dict(self.rounds[0])
+        for round_ in self.rounds[1:]:
+            total = {name: total[name] + measure for name, measure in round_.items()}
+        return total
 
     @property
     def runner(self) -> Measure:
@@ -797,16 +823,23 @@ class Row:
 
     @property
     def direct_name(self) -> str:
-        """The direct candidate with the most records/s in this cell."""
-        candidates = [name for name in self.measures if name not in (RUNNER, REPLAY)]
-        return max(candidates, key=lambda name: self.measures[name].rate)
+        """The direct candidate with the most records/s in this cell, all rounds added up."""
+        measures = self.measures
+        candidates = [name for name in measures if name not in (RUNNER, REPLAY)]
+        return max(candidates, key=lambda name: measures[name].rate)
 
     @property
     def direct(self) -> Measure:
         return self.measures[self.direct_name]
 
-    def ratio(self, other: Measure) -> float:
-        return self.runner.rate / other.rate if other.rate else float("nan")
+    def ratio(self, other: str) -> float:
+        """The median over rounds of runner records/s ÷ `other`'s in the same round.
+
+        A ratio per round compares clients that ran seconds apart; the median of several rounds
+        is not moved by one round that a load spike or a server's pause hit.
+        """
+        ratios = [r[RUNNER].rate / r[other].rate for r in self.rounds if r[other].rate]
+        return statistics.median(ratios) if ratios else float("nan")
 
 
 @dataclass
@@ -848,7 +881,8 @@ def measure_cell(
     args: argparse.Namespace,
     pgid: int,
 ) -> Row:
-    """Every client, same batch and threads, `args.duration` each, interleaved A B C C B A."""
+    """Every client, same batch and threads, `args.duration` each per round, interleaved
+    A B C C B A, `args.repeats` rounds."""
     shared = Shared(case)
     try:
         direct = shared.direct_clients()
@@ -865,12 +899,15 @@ def measure_cell(
             RUNNER: partial(runner_worker, shared.runner, batch),
         }
         run = partial(run_threads, threads=threads, duration=args.duration / 2, pgid=pgid)
-        measures: dict[str, Measure] = {}
-        # A B C C B A: a load change on the machine during the cell hits every client alike.
-        for name in [*clients, *reversed(clients)]:
-            measure = run(clients[name])
-            measures[name] = measures[name] + measure if name in measures else measure
-        return Row(case, len(batch), threads, measures)
+        rounds = []
+        for _ in range(args.repeats):
+            measures: dict[str, Measure] = {}
+            # A B C C B A: a load change on the machine during the round hits every client alike.
+            for name in [*clients, *reversed(clients)]:
+                measure = run(clients[name])
+                measures[name] = measures[name] + measure if name in measures else measure
+            rounds.append(measures)
+        return Row(case, len(batch), threads, rounds)
     finally:
         shared.close()
 
@@ -916,8 +953,8 @@ def print_rows(rows: list[Row]) -> None:
         print(
             f"{row.case.server:8} {row.case.label:17} {row.batch:>4} {row.concurrency:>2} | "
             f"{rate_text(row.replay, 8)} {rate_text(m[HAND], 8)} {rate_text(library, 8)} "
-            f"{rate_text(row.runner, 8)} | {row.ratio(row.direct):>8.2f} "
-            f"{row.ratio(row.replay):>8.2f} |            {cpu_text(row.replay, 7)} "
+            f"{rate_text(row.runner, 8)} | {row.ratio(row.direct_name):>8.2f} "
+            f"{row.ratio(REPLAY):>8.2f} |            {cpu_text(row.replay, 7)} "
             f"{cpu_text(m[HAND], 7)} {cpu_text(library, 7)} {cpu_text(row.runner, 7)} "
             f"{row.runner.cpu_per_k(row.runner.server_cpu):>7.2f} | {errors:>3}"
         )
@@ -937,8 +974,9 @@ def print_summary(rows: list[Row]) -> None:
         )
         print(
             f"  {server:8} {label:17} B={row.batch:<4} C={row.concurrency:<2} "
-            f"runner {row.runner.rate:>9,.0f} rec/s  runner/direct {row.ratio(row.direct):.2f} "
-            f"(best direct: {row.direct_name})  runner/replay {row.ratio(row.replay):.2f}  "
+            f"runner {row.runner.rate:>9,.0f} rec/s  "
+            f"runner/direct {row.ratio(row.direct_name):.2f} "
+            f"(best direct: {row.direct_name})  runner/replay {row.ratio(REPLAY):.2f}  "
             f"(vs best direct anywhere {row.runner.rate / direct_best:.2f})"
         )
 
@@ -976,7 +1014,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-sizes", type=ints, default=[1, 32, 256])
     parser.add_argument("--llm-batch-sizes", type=ints, default=[1, 8], help="for OpenAI protocols")
     parser.add_argument("--concurrency", type=ints, default=[1, 4, 8])
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds per client and cell")
+    parser.add_argument(
+        "--duration", type=float, default=2.0, help="seconds per client, cell and round"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="rounds per cell; ratios are their median"
+    )
     parser.add_argument("--max-tokens", type=int, default=8, help="for chat and completions")
     parser.add_argument(
         "--no-ceilings", dest="ceilings", action="store_false", help="skip wrk/h2load"
@@ -985,7 +1028,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.batch_sizes, args.llm_batch_sizes, args.concurrency = [1, 32], [1], [1, 4]
-        args.duration = 1.0
+        args.duration, args.repeats = 1.0, 1
     return args
 
 
@@ -1005,7 +1048,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as exc:  # a server that cannot start is reported, the rest still run
             print(f"!! {name}: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
     print(
-        f"\nrunner model clients vs direct clients; {args.duration:g} s per client and cell; "
+        f"\nrunner model clients vs direct clients; {args.duration:g} s per client, cell and "
+        f"round, {args.repeats} rounds (ratios: median of the rounds'); "
         f"{os.cpu_count()} CPUs\n"
     )
     print_rows(rows)

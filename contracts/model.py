@@ -120,7 +120,10 @@ class ModelEndpoint(Schema):
     )
     binary_data: bool | None = Field(
         default=None,
-        description="KServe v2: use the binary tensor extension (default: on for Triton).",
+        description=(
+            "KServe v2: use the binary tensor extension (default: asks the server, on for "
+            "Triton and KServe 0.14+)."
+        ),
     )
     timeout_seconds: float = Field(
         default=60,

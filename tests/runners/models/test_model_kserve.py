@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import struct
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from model_fakes import FakeTransport, Sent, endpoint, iris, records, reply
 
 from runners.api import Prediction, RecordFailure, RunContext, TransientError
 from runners.models.http import HttpResponse
-from runners.models.kserve import KServeV1Client, KServeV2Client
+from runners.models.kserve import KServeV1Client, KServeV2Client, takes_binary
 
 SETOSA = [5.1, 3.5, 1.4, 0.2]
 VIRGINICA = [6.7, 3.0, 5.2, 2.3]
@@ -284,6 +285,36 @@ def test_v2_uses_json_when_the_server_does_not_list_the_extension(ctx: RunContex
     fake = metadata_then([])
     KServeV2Client(endpoint("kserve-v2"), ctx, transport=fake).predict(iris(SETOSA))
     assert "inference-header-content-length" not in fake.sent[1].headers
+
+
+def test_v2_uses_binary_with_kserve_which_implements_the_extension_unlisted(
+    ctx: RunContext,
+) -> None:
+    def handle(sent: Sent) -> HttpResponse:
+        if sent.method == "GET":
+            return reply({"name": "kserve", "version": "0.21.0", "extensions": ["model_repo"]})
+        return binary_answer(sent)
+
+    fake = FakeTransport(handle)
+    KServeV2Client(endpoint("kserve-v2"), ctx, transport=fake).predict(iris(SETOSA))
+    assert "inference-header-content-length" in fake.sent[1].headers
+
+
+@pytest.mark.parametrize(
+    ("metadata", "binary"),
+    [
+        ({"name": "kserve", "version": "0.14.0", "extensions": []}, True),
+        ({"name": "kserve", "version": "0.13.1", "extensions": []}, False),
+        ({"name": "kserve", "version": "1.0.0rc1"}, True),
+        ({"name": "kserve", "version": "dev"}, False),
+        ({"name": "mlserver", "version": "1.7.1", "extensions": []}, False),
+        ({"name": "triton", "extensions": ["binary_tensor_data"]}, True),
+        ({"extensions": "binary_tensor_data"}, False),
+        (["binary_tensor_data"], False),
+    ],
+)
+def test_binary_extension_is_read_from_server_metadata(metadata: Any, binary: bool) -> None:
+    assert takes_binary(metadata) is binary
 
 
 def test_v2_uses_json_when_the_server_has_no_metadata(ctx: RunContext) -> None:

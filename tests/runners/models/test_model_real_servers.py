@@ -9,6 +9,8 @@ nearest-centroid iris classifier for Triton, a tiny random llama whose text is n
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -25,7 +27,7 @@ from runners.api import (
     RecordFailure,
     RunContext,
 )
-from runners.models.kserve import KServeV1Client, KServeV2Client
+from runners.models.kserve import KServeV1Client, KServeV2Client, takes_binary
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient
 from runners.models.triton_grpc import TritonGrpcClient
 
@@ -73,6 +75,21 @@ def test_kserve_v2_rest_classifies_iris(
     url = kserve_server.http_url
     outcomes = predict(KServeV2Client, "kserve-v2", url, name="iris", binary_data=binary)
     assert outcomes == [Prediction(0), Prediction(1), Prediction(2)]
+
+
+def server_metadata(server: PeerServer) -> Any:
+    with urllib.request.urlopen(f"{server.http_url}/v2", timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_binary_tensors_are_chosen_for_kserve_and_triton_not_mlserver(
+    kserve_server: PeerServer, mlserver_server: PeerServer, triton_server: PeerServer
+) -> None:
+    # binaryData unset: KServe implements the extension without listing it, Triton lists it,
+    # MLServer has neither (its answer to binary input is a 500).
+    assert takes_binary(server_metadata(kserve_server))
+    assert takes_binary(server_metadata(triton_server))
+    assert not takes_binary(server_metadata(mlserver_server))
 
 
 def test_kserve_v2_accepts_a_krateo_url_without_scheme(
