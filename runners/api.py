@@ -121,7 +121,11 @@ class Source(Protocol):
     - `records(skip)` yields every record with position >= `skip`, in position order,
       with ids that are the same on every call (key field, else the position).
       Memory must not grow with the input size.
-    - `total()` is the number of records if cheaply known, else None (for ETA only).
+    - `total()` is the number of records, or None when it cannot be known without reading
+      the input twice (for the progress ETA only). It is called once, on a thread of its own
+      while `records()` runs, so it may take a pass over the input (the run does not wait),
+      and must not share unsynchronised state with `records()`; if it raises, the ETA is
+      left out.
     - Raise ConfigError for bad settings, TransientError for retryable I/O failures.
     """
 

@@ -125,7 +125,7 @@ class Pipeline:
         self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
         progress = Progress(
             interval=self.tuning.progress_interval_seconds,
-            total=self.source.total(),
+            total=self.source.total,  # counted on its own thread: the run does not wait
             done_before=first * self.tuning.chunk_size,
             stream=self.log,
         )

@@ -13,21 +13,32 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+# The input's record count: known, unknown (None), or a function that counts it.
+Total = int | None | Callable[[], int | None]
+
 
 class Progress:
-    """Thread-safe counters and a reporter thread."""
+    """Thread-safe counters and a reporter thread.
+
+    A `total` given as a function (a source's `total`) is called once on a thread of its own
+    when reporting starts, so a count that takes a pass over the input delays neither the run
+    nor the progress lines; the ETA appears once it is known. A count that fails leaves the
+    total unknown: the ETA is a convenience, never a reason to stop a run.
+    """
 
     def __init__(
         self,
         *,
         interval: float,
-        total: int | None,
+        total: Total,
         done_before: int = 0,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.interval = interval
-        self.total = total
+        self.total = None if callable(total) else total
+        self._count = total if callable(total) else None
+        self.counted = threading.Event()  # set once a total function returned or raised
         self.done_before = done_before
         self.done = 0
         self._stream = stream
@@ -46,19 +57,34 @@ class Progress:
         """The current progress line."""
         elapsed = max(self._clock() - self._started, 1e-9)
         with self._lock:
-            done = self.done
+            done, total = self.done, self.total
         rate = done / elapsed
         text = f"progress: records={self.done_before + done} rate={rate:.1f}/s"
-        if self.total is not None:
-            remaining = max(self.total - self.done_before - done, 0)
+        if total is not None:
+            remaining = max(total - self.done_before - done, 0)
             eta = f"{remaining / rate:.0f}s" if rate > 0 else "unknown"
-            text += f" total={self.total} eta={eta}"
+            text += f" total={total} eta={eta}"
         return text
 
     def start(self) -> None:
-        """Start reporting in the background."""
+        """Start reporting in the background (and counting the total, if it is a function)."""
+        if self._count is not None:
+            counter = threading.Thread(target=self._count_total, name="count", daemon=True)
+            counter.start()
         self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
         self._thread.start()
+
+    def _count_total(self) -> None:
+        assert self._count is not None
+        try:
+            total = self._count()
+        except Exception:  # the ETA is optional; the run reports its own errors
+            return
+        else:
+            with self._lock:
+                self.total = total
+        finally:
+            self.counted.set()
 
     def stop(self) -> None:
         """Stop reporting (safe to repeat)."""

@@ -181,6 +181,36 @@ def test_request_policy_follows_the_runner_tuning_and_paces_each_call() -> None:
     assert policy.call(flaky) == "ok"
 
 
+def test_progress_counts_a_total_function_on_its_own_thread() -> None:
+    release, now = threading.Event(), [0.0]
+
+    def slow_total() -> int:
+        release.wait(10)
+        return 1000
+
+    progress = Progress(interval=60, total=slow_total, stream=io.StringIO(), clock=lambda: now[0])
+    progress.start()
+    progress.add(100)
+    now[0] = 10.0
+    assert progress.line() == "progress: records=100 rate=10.0/s"  # not counted yet, not waited
+    release.set()
+    assert progress.counted.wait(10)
+    progress.stop()
+    assert progress.line() == "progress: records=100 rate=10.0/s total=1000 eta=90s"
+
+
+def test_progress_leaves_the_eta_out_when_counting_fails() -> None:
+    def broken_total() -> int:
+        raise OSError("input vanished")
+
+    progress = Progress(interval=60, total=broken_total, stream=io.StringIO(), clock=lambda: 1.0)
+    progress.start()
+    assert progress.counted.wait(10)  # an exception escaping the thread fails the test (-W error)
+    progress.stop()
+    assert progress.total is None
+    assert "eta" not in progress.line()
+
+
 def test_progress_line_has_count_rate_and_eta() -> None:
     now = [0.0]
     progress = Progress(

@@ -322,3 +322,13 @@ class TestKrateoBackend(StorageContract):
         receiver = Receiver()
         with serve(receiver) as url:
             yield KrateoHarness(url, receiver, tmp_path / "secrets")
+
+
+def test_file_source_total_counts_every_position_records_yields(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"x": 1}\n\n   \n{"x": 2}\nnot json\n[1]\n{"x": 3}')
+    (tmp_path / "b.csv").write_text('x,note\n1,"two\nlines"\n\n2,ok\n3\n4,ok\n')
+    (tmp_path / "_SUCCESS").write_text("{}")  # not data: skipped by both
+    source = FileBackend().open_source(FileStorage(path=str(tmp_path)), CTX)
+    positions = [record.position for record in source.records(0)]
+    assert positions == list(range(9))  # 5 JSONL positions (2 unreadable), 4 CSV (1 ragged)
+    assert source.total() == 9
