@@ -102,9 +102,16 @@ def resource_path(
 class Transport:
     """Raw JSON requests through the official client's ApiClient (auth, TLS, pooling)."""
 
-    def __init__(self, api_client: Any, *, on_request: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        on_request: Callable[[str], None] | None = None,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ):
         self.api_client = api_client
         self._on_request = on_request
+        self.timeout = timeout  # (connect, read) seconds, for every request but watches
 
     def request(
         self,
@@ -116,7 +123,9 @@ class Transport:
         content_type: str = "application/json",
     ) -> Any:
         """Send a request; the decoded JSON body, or ApiError."""
-        resp = self._send(method, path, query=query, body=body, content_type=content_type)
+        resp = self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=self.timeout
+        )
         data = resp.read()
         if not 200 <= resp.status < 300:
             raise _api_error(resp.status, data, headers=resp.headers)
@@ -145,7 +154,7 @@ class Transport:
         query: Any,
         body: Any,
         content_type: str,
-        timeout: tuple[float, float] | None = (CONNECT_TIMEOUT, READ_TIMEOUT),
+        timeout: tuple[float, float] | None,
     ) -> Any:
         if self._on_request is not None:
             self._on_request(method)
