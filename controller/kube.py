@@ -78,13 +78,19 @@ def load_api_client(kubeconfig: str | None = None, *, context: str | None = None
 
 
 def with_pool_size(api_client: Any, size: int) -> Any:
-    """A copy of `api_client` whose connection pool fits every watch plus every worker.
+    """A copy of `api_client` whose connection pool fits every watch plus every worker, with
+    TCP keepalive on its sockets.
 
     Each informer holds one connection open for its watch; with the default pool
     (5 per CPU) the workers' requests would keep opening and discarding connections.
+    Keepalive (the client's `keep_alive`: client-go's timings, 30 s idle, then 9 probes
+    15 s apart) ends a watch whose peer vanished without a FIN or RST (a node lost, an idle
+    connection dropped by a load balancer), so the informer reconnects instead of waiting
+    on a dead socket for ever; watches have no read timeout (see `Transport.stream`).
     """
     configuration = copy.deepcopy(api_client.configuration)
     configuration.connection_pool_maxsize = max(size, configuration.connection_pool_maxsize or 0)
+    configuration.keep_alive = True
     return k8s.ApiClient(configuration)
 
 

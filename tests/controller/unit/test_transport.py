@@ -1,4 +1,4 @@
-"""The controller's requests time out instead of hanging a worker.
+"""The controller's requests time out instead of hanging a worker; its sockets keep alive.
 
 Real: controller.kube.Transport on the official client's ApiClient and urllib3, over real
 sockets on localhost. Faked: the API server, a listening socket that accepts connections and
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
-from controller.kube import Transport
+from controller.kube import Transport, with_pool_size
 from controller.ports import ApiError
 
 
@@ -79,3 +79,11 @@ def test_request_to_a_closed_port_fails_as_a_transient_error() -> None:
         port = probe.getsockname()[1]  # free once closed: nothing listens there
     raised = send_in_thread(transport_for(f"http://127.0.0.1:{port}"))
     assert len(raised) == 1 and isinstance(raised[0], ApiError) and raised[0].status == 0
+
+
+def test_controller_connections_use_tcp_keepalive_for_silently_dead_watches() -> None:
+    pooled = with_pool_size(k8s.ApiClient(k8s.Configuration()), 12)
+    options = pooled.rest_client.pool_manager.connection_pool_kw["socket_options"]
+    assert (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1) in options
+    assert (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 30) in options
+    assert pooled.rest_client.pool_manager.connection_pool_kw["maxsize"] == 12
