@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import json
 import pstats
@@ -43,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contracts.model import ModelEndpoint
 from runners.api import InputRecord, ModelClient, Prediction, RunContext
+from runners.cli import settle_garbage_collector
 from runners.models.http import ConnectionPool, HttpResponse
 from runners.models.kserve import KServeV1Client, KServeV2Client
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient
@@ -365,8 +365,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--gc-freeze",
         action="store_true",
-        help="gc.freeze() before timing, as a runner could after start-up: full collections "
-        "then skip the ~50k objects of the imported modules",
+        help="tune the collector before timing as the runner does after start-up "
+        "(runners.cli.settle_garbage_collector: freeze, bigger young generation)",
     )
     return parser.parse_args(argv)
 
@@ -375,8 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     cases = {case.name: case for case in CASES}
     if args.gc_freeze:
-        gc.collect()
-        gc.freeze()
+        settle_garbage_collector()
     if args.profile:
         name, _, size = args.profile.partition(":")
         profile(cases[name], int(size or 256), args)

@@ -39,7 +39,6 @@ Nothing is asserted but the direct clients' answers: the numbers are for people.
 from __future__ import annotations
 
 import argparse
-import gc
 import http.client
 import json
 import os
@@ -74,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from contracts.model import ModelEndpoint
 from e2e.peers.server import PeerServer, start
 from runners.api import InputRecord, ModelClient, Prediction, RunContext
+from runners.cli import settle_garbage_collector
 from runners.models.http import ConnectionPool, HttpResponse
 from runners.models.kserve import KServeV1Client, KServeV2Client, takes_binary
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient
@@ -1034,7 +1034,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    gc.freeze()  # as runners/cli.py does before the pipeline starts (every client alike)
+    settle_garbage_collector()  # as the runner does before its pipeline (every client alike)
     rows: list[Row] = []
     ceilings: list[Ceiling] = []
     for name in args.servers.split(","):
