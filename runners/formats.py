@@ -30,7 +30,7 @@ FORMATS = ("csv", "jsonl")
 Row = dict[str, Any] | str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class UnreadableRecord(InputRecord):
     """An input row that could not be parsed: it goes to the error output, not the model."""
 
@@ -142,6 +142,10 @@ def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = "utf-8") -> Iter
         yield pending
 
 
+# json.dumps with options builds a new encoder per call; one shared encoder writes the same text.
+_ENCODER = json.JSONEncoder(default=jsonable, allow_nan=False)
+
+
 def output_row(record: OutputRecord | ErrorRecord) -> dict[str, Any]:
     """The JSON object written for one record."""
     row: dict[str, Any] = {
@@ -160,7 +164,7 @@ def encode_chunk(records: Sequence[OutputRecord | ErrorRecord], *, fmt: str) -> 
     """One chunk as bytes in `fmt`; raises TypeError/ValueError if a value is not JSON."""
     if fmt == "csv":
         return _encode_csv(records)
-    lines = [json.dumps(output_row(r), default=jsonable, allow_nan=False) for r in records]
+    lines = [_ENCODER.encode(output_row(r)) for r in records]
     return "".join(line + "\n" for line in lines).encode()
 
 
@@ -186,7 +190,7 @@ def _encode_csv(records: Sequence[OutputRecord | ErrorRecord]) -> bytes:
 def _dumps(value: Any, *, text: bool = False) -> str:
     if text and isinstance(value, str):
         return value
-    return json.dumps(value, default=jsonable, allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def count_records(data: bytes, *, fmt: str) -> int:

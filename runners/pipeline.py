@@ -83,6 +83,7 @@ class _ChunkJob:
     index: int
     parts: list[Future[Result]] = field(default_factory=list)
     read: int = 0
+    unreadable: int = 0  # parts queued ahead of the batch that holds earlier records
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Pipeline:
             job.read += 1
             if isinstance(record, UnreadableRecord):
                 job.parts.append(_done([(record, RecordFailure(record.reason))]))
+                job.unreadable += 1
                 continue
             batch.append(record)
             if len(batch) >= self.tuning.batch_size:
@@ -285,7 +287,8 @@ class Pipeline:
 
     def _commit(self, job: _ChunkJob, progress: Progress, *, always_errors: bool) -> None:
         pairs = [pair for part in job.parts for pair in _result(part)]
-        pairs.sort(key=lambda pair: pair[0].position)  # unreadable rows were queued out of order
+        if job.unreadable:  # queued as they were read, ahead of the batch before them
+            pairs.sort(key=lambda pair: pair[0].position)
         outputs, errors = _split(pairs)
         self._check_budget(errors, len(outputs) + len(errors))
         if self.stop.is_set():

@@ -221,6 +221,25 @@ def test_unreadable_input_row_goes_to_error_output(env: Path) -> None:
     assert (env / "out" / "_SUCCESS").exists()
 
 
+def test_error_output_keeps_input_order_when_unreadable_rows_meet_model_failures(
+    env: Path, model: FakeModel
+) -> None:
+    def refuse_bad(records: Sequence[InputRecord]) -> list[Outcome]:
+        return [RecordFailure("refused") if r.data.get("bad") else Prediction(1) for r in records]
+
+    model.handler = refuse_bad
+    data = env / "in.jsonl"
+    data.write_text('{"a": 1}\n{"bad": true}\nnot json\n{"a": 3}\n')
+    doc = contract(
+        input={"file": {"path": str(data)}},
+        output={"file": {"path": str(env / "out")}},
+        runner={"maxFailedRecords": 2, "batchSize": 10},
+    )
+    assert run_cli(env, doc)[0] == 0
+    lines = (env / "out-errors" / "part-000000.jsonl").read_text().splitlines()
+    assert [json.loads(line)["position"] for line in lines] == [1, 2]
+
+
 def test_check_validates_without_running(env: Path, model: FakeModel) -> None:
     assert run_cli(env, contract(), "--check")[0] == 0
     assert model.batches == []
