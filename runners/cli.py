@@ -321,8 +321,9 @@ def settle_garbage_collector() -> None:
     Everything alive now lives as long as the process: frozen, full collections stop
     re-walking ~50,000 module objects. A young generation of 10,000 allocations instead of
     700 then takes another ~15 % off the client's CPU for a 256-record Triton batch (two
-    outputs: a dict and two lists per record): 310 us with neither, 188 frozen, 158 with
-    both (bench/runner_client_cpu.py). On a small node that CPU is the model server's.
+    outputs: a dict and two lists per record): 310 us with neither and 158 with both
+    (bench/runner_client_cpu.py), 188 with the freeze alone (measured the same way, ad hoc).
+    On a small node that CPU is the model server's.
     Cyclic garbage is still collected, in bigger and rarer sweeps.
     """
     gc.collect()

@@ -79,12 +79,10 @@ class Progress:
         try:
             total = self._count()
         except Exception:  # the ETA is optional; the run reports its own errors
-            return
-        else:
-            with self._lock:
-                self.total = total
-        finally:
-            self.counted.set()
+            total = None
+        with self._lock:
+            self.total = total
+        self.counted.set()
 
     def stop(self) -> None:
         """Stop reporting (safe to repeat)."""

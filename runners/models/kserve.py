@@ -9,7 +9,7 @@ model named in its path wins over `name`.
 
 The binary tensor extension (raw little-endian tensors after a JSON header) skips formatting and
 parsing floats on both sides: the client's CPU for a 256-row iris batch drops by ~40 %, and the
-server's too (KServe 0.21 serves ~1.35x the records/s of JSON at B=256). It is used when
+server's too (KServe 0.21 serves 1.3-1.4x the records/s of JSON at B=256). It is used when
 `binaryData` says so; left unset, the client asks the server once (`GET /v2`) and uses it when
 the server lists the `binary_tensor_data` extension (Triton does) or is KServe 0.14 or later,
 which implements it (kserve/kserve#3685) without listing it. MLServer 1.7 neither lists nor
