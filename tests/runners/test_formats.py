@@ -1,0 +1,94 @@
+"""JSONL/CSV reading and chunk encoding (runners.formats) against the stdlib json module.
+
+Nothing is faked: pure functions over strings and records; `json.loads`/`json.dumps` are the
+reference the faster paths must match, message for message and byte for byte.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+from typing import Any
+
+import pytest
+
+from runners.api import ErrorRecord, OutputRecord
+from runners.formats import UnreadableRecord, decode_chunk, encode_chunk, read_records
+
+BAD_LINES = ['{"a": 1} x', '{"a": 1}{"b": 2}', '{"a": ', "[1, 2]", "nope", '"text"', "{} \t {}"]
+
+
+def loads_reason(text: str) -> str:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"invalid JSON: {exc}"
+    assert not isinstance(value, dict)
+    return f"not a JSON object: {text}"
+
+
+def test_jsonl_lines_parse_as_json_loads_and_blank_lines_take_no_position() -> None:
+    lines = ['{"a": 1, "b": [1.5, "é"]}\n', "\n", '  {"a": 2}  \r\n', '{"a": {"c": null}}']
+    found = list(read_records(lines, fmt="jsonl", id_field=None))
+    assert [(r.position, r.id, r.data) for r in found] == [
+        (0, "0", {"a": 1, "b": [1.5, "é"]}),
+        (1, "1", {"a": 2}),
+        (2, "2", {"a": {"c": None}}),
+    ]
+
+
+@pytest.mark.parametrize("text", BAD_LINES)
+def test_unreadable_jsonl_lines_say_what_json_loads_says(text: str) -> None:
+    (record,) = read_records([text + "\n"], fmt="jsonl", id_field=None)
+    assert isinstance(record, UnreadableRecord)
+    assert record.reason == loads_reason(text.strip())
+
+
+VALUES: list[Any] = [
+    {"x": [1, 2.5, -0.0, 1e300], "s": 'héllo \u2028 "q" \\ \n'},
+    "plain text",
+    None,
+    True,
+    [{"nested": [[]]}, {}],
+    decimal.Decimal("2.50"),
+    dt.date(2026, 11, 24),
+]
+
+
+def test_output_lines_are_what_json_dumps_writes() -> None:
+    records = [
+        OutputRecord(str(i), i, {"in": value, "k": "ü"}, value) for i, value in enumerate(VALUES)
+    ]
+    text = encode_chunk(records, fmt="jsonl").decode()
+    expected = [
+        json.dumps(
+            {"id": str(i), "position": i, "input": {"in": v, "k": "ü"}, "prediction": v},
+            default=lambda o: float(o) if isinstance(o, decimal.Decimal) else o.isoformat(),
+        )
+        for i, v in enumerate(VALUES)
+    ]
+    assert text == "".join(line + "\n" for line in expected)
+
+
+def test_error_lines_carry_the_reason_and_decode_back() -> None:
+    records = [ErrorRecord("7", 7, {"a": 1}, "value 'x' is not a number")]
+    assert decode_chunk(encode_chunk(records, fmt="jsonl"), fmt="jsonl") == [
+        {"id": "7", "position": 7, "input": {"a": 1}, "reason": "value 'x' is not a number"}
+    ]
+
+
+def test_an_empty_chunk_is_empty() -> None:
+    assert encode_chunk([], fmt="jsonl") == b""
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, [1.0, -math.inf]])
+def test_a_prediction_json_cannot_hold_fails_the_chunk(value: Any) -> None:
+    with pytest.raises(ValueError, match="Out of range float values"):
+        encode_chunk([OutputRecord("0", 0, {}, value)], fmt="jsonl")
+
+
+def test_a_value_json_cannot_hold_fails_the_chunk_with_type_error() -> None:
+    with pytest.raises(TypeError, match="not JSON serializable"):
+        encode_chunk([OutputRecord("0", 0, {}, object())], fmt="jsonl")
