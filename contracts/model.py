@@ -87,7 +87,11 @@ class ModelEndpoint(Schema):
     )
     input_datatype: TensorDatatype | None = Field(
         default=None,
-        description="Input tensor datatype for KServe v2 / Triton (default: FP32).",
+        description=(
+            "Input tensor datatype for KServe v2 / Triton (default: FP32). Numeric types take "
+            "numbers, numeric strings and booleans (as 1 and 0), integer types whole numbers "
+            "only; a record whose values do not fit fails on its own (to the error output)."
+        ),
     )
     output_names: list[Annotated[str, StringConstraints(max_length=253)]] | None = Field(
         default=None,

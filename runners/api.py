@@ -12,9 +12,9 @@ is called from one thread at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, overload, runtime_checkable
 
 from contracts.config import RunnerTuning
 
@@ -55,6 +55,77 @@ class RecordFailure:
 
 
 Outcome = Prediction | RecordFailure
+
+
+class Outcomes(Sequence[Outcome]):
+    """One batch's outcomes held as plain values: a Prediction is made only when one is read.
+
+    Record i's prediction is `values[i]` unless `failures` holds i (its value is then
+    meaningless). Reads like a `list[Outcome]` (index, iterate, compare equal to a list of the
+    same outcomes), but costs one list per batch instead of one object per record: a sixth
+    of a tensor client's CPU at 256 records per batch (bench/runner_client_cpu.py). Built-in clients
+    return it and the pipeline reads `values` and `failures` directly; a client may return a
+    plain list of Outcomes instead (`Outcomes.of` turns one into the other).
+    Immutable by convention, like the per-record types.
+    """
+
+    __slots__ = ("failures", "values")
+
+    def __init__(self, values: list[Any], failures: Mapping[int, RecordFailure] | None = None):
+        self.values = values
+        self.failures: Mapping[int, RecordFailure] = failures or {}
+
+    @classmethod
+    def of(cls, outcomes: Iterable[Outcome]) -> Outcomes:
+        """The Outcomes holding `outcomes`; raises TypeError for anything else in it."""
+        if isinstance(outcomes, Outcomes):
+            return outcomes
+        values: list[Any] = []
+        failures: dict[int, RecordFailure] = {}
+        for index, outcome in enumerate(outcomes):
+            if isinstance(outcome, Prediction):
+                values.append(outcome.value)
+            elif isinstance(outcome, RecordFailure):
+                values.append(None)
+                failures[index] = outcome
+            else:
+                raise TypeError(
+                    f"outcome {index} is a {type(outcome).__name__}, "
+                    "not a Prediction or a RecordFailure"
+                )
+        return cls(values, failures)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, index: int) -> Outcome: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Outcome]: ...
+
+    def __getitem__(self, index: int | slice) -> Outcome | list[Outcome]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self.values)))]
+        value = self.values[index]  # IndexError as a list's
+        failure = self.failures.get(index % len(self.values))
+        return failure if failure is not None else Prediction(value)
+
+    def __iter__(self) -> Iterator[Outcome]:
+        failures = self.failures
+        for index, value in enumerate(self.values):
+            failure = failures.get(index)
+            yield failure if failure is not None else Prediction(value)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Outcomes, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, mutable like them
+
+    def __repr__(self) -> str:
+        return f"Outcomes({list(self)!r})"
 
 
 @dataclass(slots=True)
@@ -175,13 +246,14 @@ class Sink(Protocol):
 class ModelClient(Protocol):
     """Calls one model endpoint; safe to call from several threads at once.
 
-    `predict(records)` returns one Outcome per record, in order. A malformed answer
-    for one record is a RecordFailure; raise TransientError for retryable failures
-    (the pipeline retries with backoff, honouring `retry_after`) and BatchRejected
-    when the server refuses the batch as a whole.
+    `predict(records)` returns one Outcome per record, in order: a list of Prediction and
+    RecordFailure, or an `Outcomes` (plain values, no object per record; what the built-in
+    clients return). A malformed answer for one record is a RecordFailure; raise
+    TransientError for retryable failures (the pipeline retries with backoff, honouring
+    `retry_after`) and BatchRejected when the server refuses the batch as a whole.
     """
 
-    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]: ...
+    def predict(self, records: Sequence[InputRecord]) -> Sequence[Outcome]: ...
 
     def close(self) -> None: ...
 

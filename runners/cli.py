@@ -310,8 +310,8 @@ def _log_start(contract: RunnerContract, opened: Opened) -> None:
 
 # Collections of the youngest generation every GC_YOUNG container allocations (CPython's
 # default is 700). The runner's objects are nearly all freed by reference counting; a batch's
-# answers (a dict or list per record, a Prediction per record) only trigger collections that
-# find nothing, and promote the batches in flight to older generations that are walked again.
+# records and answers (a dict or list per record) only trigger collections that find nothing,
+# and promote the batches in flight to older generations that are walked again.
 GC_YOUNG = 10_000
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -40,8 +40,8 @@ from runners.api import (
     InputRecord,
     ModelClient,
     Outcome,
+    Outcomes,
     OutputRecord,
-    Prediction,
     RecordFailure,
     Sink,
     Source,
@@ -53,7 +53,10 @@ from runners.retry import Backoff, RateLimiter, Stopped, call_with_retry
 
 _CHUNK_QUEUE = 1
 _POLL = 0.2
-Result = list[tuple[InputRecord, Outcome]]
+# What one model call gives the writer: the records and their outcomes, in one or more parts
+# (more than one when a rejected batch was retried record by record).
+Part = tuple[list[InputRecord], Outcomes]
+Result = list[Part]
 
 
 class BudgetExceeded(Exception):
@@ -149,44 +152,50 @@ class Pipeline:
     # -- reading (main thread) -------------------------------------------------------
 
     def _read_all(self, pool: ThreadPoolExecutor, *, committed: set[int], first: int) -> None:
-        size = self.tuning.chunk_size
+        size, batch_size = self.tuning.chunk_size, self.tuning.batch_size
         job: _ChunkJob | None = None
         batch: list[InputRecord] = []
         for record in self._records(first * size):
             index = record.position // size
             if index in committed:
+                if self.stop.is_set():
+                    raise Stopped()
                 continue
             if job is None or index != job.index:
                 self._flush(pool, job, batch)
                 job, batch = _ChunkJob(index), []
             job.read += 1
             if isinstance(record, UnreadableRecord):
-                job.parts.append(_done([(record, RecordFailure(record.reason))]))
+                job.parts.append(_done([_failed([record], record.reason)]))
                 job.unreadable += 1
                 continue
             batch.append(record)
-            if len(batch) >= self.tuning.batch_size:
+            if len(batch) >= batch_size:
                 job.parts.append(self._submit(pool, batch))
                 batch = []
         self._flush(pool, job, batch)
 
     def _records(self, skip: int) -> Iterator[InputRecord]:
-        """Source records from `skip`, reopening after a TransientError where it stopped."""
+        """Source records from `skip`, reopening after a TransientError where it stopped.
+
+        Attempts count the failures since the last record read. Nothing else is done per
+        record here: SIGTERM is seen by the reader at the next batch or chunk.
+        """
         assert self.backoff is not None
         attempt = 1
         while True:
+            record: InputRecord | None = None
             try:
                 records = self.source.records(skip)
                 try:
                     for record in records:
-                        if self.stop.is_set():
-                            raise Stopped()
                         yield record
-                        skip, attempt = record.position + 1, 1
                 finally:
                     _close_iterator(records)
                 return
             except TransientError as exc:
+                if record is not None:  # it got further: resume after it, attempts anew
+                    skip, attempt = record.position + 1, 1
                 if attempt >= self.backoff.max_attempts:
                     raise
                 self._log(f"input: {exc}; retrying (attempt {attempt + 1})")
@@ -205,6 +214,7 @@ class Pipeline:
         self._put(job)
 
     def _submit(self, pool: ThreadPoolExecutor, batch: list[InputRecord]) -> Future[Result]:
+        self._check_running()
         while not self._slots.acquire(timeout=_POLL):
             self._check_running()
         future = pool.submit(self._predict, batch)
@@ -236,22 +246,24 @@ class Pipeline:
             outcomes = self._call(batch)
         except BatchRejected as exc:
             if len(batch) == 1:
-                return [(batch[0], RecordFailure(f"rejected: {exc}"))]
+                return [_failed(batch, f"rejected: {exc}")]
             # Isolate poison records: one request per record.
-            return [pair for record in batch for pair in self._predict([record])]
+            return [part for record in batch for part in self._predict([record])]
         except TransientError as exc:
-            reason = f"gave up after {self.tuning.max_attempts} attempts: {exc}"
-            return [(record, RecordFailure(reason)) for record in batch]
+            return [_failed(batch, f"gave up after {self.tuning.max_attempts} attempts: {exc}")]
         if len(outcomes) != len(batch):
             raise RuntimeError(
                 f"model client returned {len(outcomes)} outcomes for {len(batch)} records"
             )
-        return list(zip(batch, outcomes, strict=True))
+        try:
+            return [(batch, Outcomes.of(outcomes))]
+        except TypeError as exc:
+            raise RuntimeError(f"model client: {exc}") from None
 
-    def _call(self, batch: list[InputRecord]) -> list[Outcome]:
+    def _call(self, batch: list[InputRecord]) -> Sequence[Outcome]:
         assert self.backoff is not None
 
-        def attempt() -> list[Outcome]:
+        def attempt() -> Sequence[Outcome]:
             if self.stop.is_set():
                 raise Stopped()
             if self._limiter is not None:
@@ -286,10 +298,9 @@ class Pipeline:
                 return
 
     def _commit(self, job: _ChunkJob, progress: Progress, *, always_errors: bool) -> None:
-        pairs = [pair for part in job.parts for pair in _result(part)]
+        outputs, errors = _split(part for future in job.parts for part in future.result())
         if job.unreadable:  # queued as they were read, ahead of the batch before them
-            pairs.sort(key=lambda pair: pair[0].position)
-        outputs, errors = _split(pairs)
+            errors.sort(key=lambda error: error.position)
         self._check_budget(errors, len(outputs) + len(errors))
         if self.stop.is_set():
             raise Stopped()
@@ -369,16 +380,28 @@ def _done(result: Result) -> Future[Result]:
     return future
 
 
-def _result(part: Future[Result]) -> Result:
-    return part.result()
+def _failed(batch: list[InputRecord], reason: str) -> Part:
+    """The batch with every record failed for `reason`."""
+    failure = RecordFailure(reason)
+    return batch, Outcomes([None] * len(batch), dict.fromkeys(range(len(batch)), failure))
 
 
-def _split(pairs: Result) -> tuple[list[OutputRecord], list[ErrorRecord]]:
+def _split(parts: Iterable[Part]) -> tuple[list[OutputRecord], list[ErrorRecord]]:
+    """The output and error records of a chunk's parts, each in input order."""
     outputs: list[OutputRecord] = []
     errors: list[ErrorRecord] = []
-    for record, outcome in pairs:
-        if isinstance(outcome, Prediction):
-            outputs.append(OutputRecord(record.id, record.position, record.data, outcome.value))
-        else:
-            errors.append(ErrorRecord(record.id, record.position, record.data, outcome.reason))
+    for records, outcomes in parts:
+        failures = outcomes.failures
+        if not failures:  # the common case: one object per record, the output itself
+            outputs += [
+                OutputRecord(r.id, r.position, r.data, value)
+                for r, value in zip(records, outcomes.values, strict=True)
+            ]
+            continue
+        for index, (r, value) in enumerate(zip(records, outcomes.values, strict=True)):
+            failure = failures.get(index)
+            if failure is None:
+                outputs.append(OutputRecord(r.id, r.position, r.data, value))
+            else:
+                errors.append(ErrorRecord(r.id, r.position, r.data, failure.reason))
     return outputs, errors

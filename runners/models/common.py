@@ -8,13 +8,17 @@ Records become rows for the tensor protocols (KServe v1/v2, Triton):
 - the fields named by `inputFields` in that order, else every field of the record in key order;
 - a field whose value is a list contributes its elements, so `{"features": [5.1, 3.5, ...]}`
   is used as-is;
-- for numeric datatypes every value must be a number (bools only for BOOL); numeric strings
-  ("5.1", as CSV sources produce) are converted. A record that fails this, or whose row length
-  differs from the batch's usual length, becomes a RecordFailure instead of failing the batch.
+- for numeric datatypes every value must be a number; numeric strings ("5.1", as CSV sources
+  produce) and decimals (SQL NUMERIC columns) are converted, bools count as 1 and 0 (as numpy and tritonclient take them), and an
+  integer datatype takes whole numbers only. BOOL takes bools only, BYTES strings only.
+  A record that fails this, or whose row length differs from the batch's usual length, becomes
+  a RecordFailure instead of failing the batch.
 """
 
 from __future__ import annotations
 
+import decimal
+import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from itertools import chain, repeat
@@ -25,11 +29,12 @@ from contracts.model import ModelEndpoint
 from runners.api import (
     InputRecord,
     Outcome,
-    Prediction,
+    Outcomes,
     RecordFailure,
     RunContext,
 )
 from runners.httpio import ca_bundle
+from runners.models import tensors
 from runners.secrets import read_secret, secret_path
 
 DEFAULT_INPUT_NAME = "input-0"
@@ -69,7 +74,9 @@ def _number(value: Any) -> float | int:
     kind = type(value)
     if kind is float or kind is int:
         return value  # type: ignore[no-any-return]
-    if kind is str:
+    if kind is bool:
+        return int(value)
+    if kind is str or kind is decimal.Decimal:
         try:
             return float(value)
         except ValueError:
@@ -81,11 +88,17 @@ def _integer(value: Any) -> int:
     kind = type(value)
     if kind is int:
         return value  # type: ignore[no-any-return]
-    if (kind is float and value.is_integer()) or kind is str:
+    if kind is bool:
+        return int(value)
+    if kind is decimal.Decimal and value.is_finite() and value == value.to_integral_value():
+        return int(value)  # exact, however many digits
+    if kind is float or kind is str:
         try:
-            return int(float(value))
+            number = float(value)
         except ValueError:
-            pass
+            number = math.nan
+        if number.is_integer():
+            return int(number)
     raise RowError(f"value {_show(value)} is not an integer")
 
 
@@ -156,20 +169,30 @@ class Parts:
     indexes: Sequence[int]
     failures: dict[int, RecordFailure]
 
-    def outcomes(self, answers: Sequence[Outcome]) -> list[Outcome]:
-        """Merge one answer per sent record with the failures, back in record order."""
-        if not self.failures and len(answers) == self.size:
-            return list(answers)
-        merged: list[Outcome] = [RecordFailure("not sent")] * self.size
-        for index, failure in self.failures.items():
-            merged[index] = failure
-        for index, answer in zip(self.indexes, answers, strict=True):
-            merged[index] = answer
-        return merged
+    def predicted(self, values: list[Any]) -> Outcomes:
+        """One plain value per sent record, merged with the failures back in record order."""
+        if not self.failures and len(values) == self.size:
+            return Outcomes(values)
+        merged: list[Any] = [None] * self.size
+        for index, value in zip(self.indexes, values, strict=True):
+            merged[index] = value
+        return Outcomes(merged, dict(self.failures))
 
-    def fail_all(self, reason: str) -> list[Outcome]:
+    def outcomes(self, answers: Sequence[Outcome]) -> Outcomes:
+        """One Outcome per sent record, merged with the failures back in record order."""
+        sent = Outcomes.of(answers)
+        merged = self.predicted(sent.values)
+        if not sent.failures:
+            return merged
+        failures = dict(merged.failures)
+        for index, failure in sent.failures.items():
+            failures[self.indexes[index]] = failure
+        return Outcomes(merged.values, failures)
+
+    def fail_all(self, reason: str) -> Outcomes:
         """Every sent record fails with `reason` (a response we cannot map back to records)."""
-        return self.outcomes([RecordFailure(reason)] * len(self.indexes))
+        failures = {**self.failures, **dict.fromkeys(self.indexes, RecordFailure(reason))}
+        return Outcomes([None] * self.size, failures)
 
 
 class Batch(Parts, Generic[T]):
@@ -213,22 +236,31 @@ def _plain_values(
     converting record by record, which the caller falls back to, and one allocation per batch
     instead of one per record (fewer objects for the garbage collector to track).
     """
-    datas = [record.data for record in records]
-    try:
-        if fields is not None:
-            found = _picked(datas, fields)
-        elif exclude is None:
-            found = _all_fields(datas)
-        else:
-            found = _fields_but(datas, exclude)
-    except (KeyError, TypeError, AttributeError):  # a missing field, or data that is not a dict
-        return None
+    found = _flat_values(records, fields, exclude)
     if found is None:
         return None
     types = set(map(type, found[0]))
     allowed = _PLAIN_TYPES.get(datatype)
     plain = types <= allowed if allowed is not None else list not in types
     return found if plain else None
+
+
+def _flat_values(
+    records: Sequence[InputRecord], fields: Sequence[str] | None, exclude: str | None
+) -> tuple[list[Any], int] | None:
+    """(flat row-major values, row width) when every record has the same width, else None.
+
+    The values are not checked: lists, strings and None may be among them.
+    """
+    datas = [record.data for record in records]
+    try:
+        if fields is not None:
+            return _picked(datas, fields)
+        if exclude is None:
+            return _all_fields(datas)
+        return _fields_but(datas, exclude)
+    except (KeyError, TypeError, AttributeError):  # a missing field, or data that is not a dict
+        return None
 
 
 def _picked(datas: list[Any], fields: Sequence[str]) -> tuple[list[Any], int] | None:
@@ -292,6 +324,34 @@ class Rows(Parts):
             self.values, self.width = plain
             self.indexes, self.failures = range(self.size), {}
 
+    @classmethod
+    def packed(
+        cls,
+        records: Sequence[InputRecord],
+        *,
+        fields: Sequence[str] | None,
+        datatype: str,
+        exclude: str | None = None,
+    ) -> tuple[Rows, bytes]:
+        """The rows and their raw tensor bytes (binary REST tensors, gRPC raw contents).
+
+        For the datatypes `struct` packs (FP32, FP64, INT32, INT64), a batch of same-width
+        records is packed before any type check: struct takes numbers only (bools as 1 and 0,
+        the module's rule) and refuses anything else, so it is the check, and the batch it
+        refuses is converted record by record as usual. A type check of its own costs a tenth
+        of the Triton client's CPU at 256 records per batch.
+        """
+        if datatype in tensors.STRUCT_CODES:
+            found = _flat_values(records, fields, exclude)
+            raw = None if found is None else tensors.pack_numbers(found[0], datatype)
+            if found is not None and raw is not None:
+                rows = cls.__new__(cls)
+                rows.size, (rows.values, rows.width) = len(records), found
+                rows.indexes, rows.failures = range(rows.size), {}
+                return rows, raw
+        rows = cls(records, fields=fields, datatype=datatype, exclude=exclude)
+        return rows, tensors.encode_values(rows.values, datatype)
+
     @property
     def count(self) -> int:
         """How many rows (records sent)."""
@@ -319,8 +379,3 @@ def _drop_ragged(batch: Batch[list[Any]]) -> list[list[Any]]:
             batch.failures[batch.indexes[i]] = RecordFailure(reason)
     batch.indexes = [batch.indexes[i] for i in keep]
     return [batch.items[i] for i in keep]
-
-
-def predictions(values: Sequence[Any]) -> list[Outcome]:
-    """Wrap plain values as Predictions."""
-    return list(map(Prediction, values))

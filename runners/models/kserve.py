@@ -26,13 +26,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from contracts.model import ModelEndpoint
-from runners.api import InputRecord, Outcome, RunContext, TransientError
+from runners.api import InputRecord, Outcomes, RunContext, TransientError
 from runners.models import tensors
 from runners.models.common import (
     DEFAULT_DATATYPE,
     DEFAULT_INPUT_NAME,
     Rows,
-    predictions,
 )
 from runners.models.http import (
     HttpClient,
@@ -47,6 +46,7 @@ _V1_PATH = re.compile(r"/v1/models/[^/]+:predict$")
 _V2_PATH = re.compile(r"/v2/models/[^/]+(/versions/[^/]+)?/infer$")
 _VERSION_SUFFIX = re.compile(r"/v[12]$")
 _HEADER_LENGTH = "inference-header-content-length"
+_HEADS = 64  # binary request headers kept, one per tensor shape (a run has a few)
 
 
 def _split_url(url: str, pattern: re.Pattern[str]) -> tuple[str, str | None]:
@@ -74,10 +74,10 @@ class KServeV1Client:
         self._id_field = ctx.id_field  # not a model input unless named in inputFields
         self._http = HttpClient(endpoint, ctx, transport=transport)
 
-    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+    def predict(self, records: Sequence[InputRecord]) -> Outcomes:
         rows = Rows(records, fields=self._fields, datatype=None, exclude=self._id_field)
         if not rows.count:
-            return rows.outcomes([])
+            return rows.predicted([])
         body = json_body({"instances": rows.rows})
         answer = self._http.post_json(self.url, body, what="kserve-v1 predict")
         found = answer.get("predictions") if isinstance(answer, dict) else None
@@ -86,7 +86,7 @@ class KServeV1Client:
         if len(found) != rows.count:
             reason = f"kserve-v1: {len(found)} predictions for {rows.count} instances"
             return rows.fail_all(reason)
-        return rows.outcomes(predictions(found))
+        return rows.predicted(found)
 
     def close(self) -> None:
         self._http.close()
@@ -114,19 +114,26 @@ class KServeV2Client:
         self._binary = endpoint.binary_data
         self._probe_lock = threading.Lock()
         self._ids = itertools.count()
+        self._binary_heads: dict[tuple[int, int, int], bytes] = {}
         self._http = HttpClient(endpoint, ctx, transport=transport)
 
-    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
-        rows = Rows(records, fields=self._fields, datatype=self._datatype, exclude=self._id_field)
-        if not rows.count:
-            return rows.outcomes([])
-        send = self._send_binary if self._uses_binary() else self._send_json
-        response = send(rows)
+    def predict(self, records: Sequence[InputRecord]) -> Outcomes:
+        fields, datatype, exclude = self._fields, self._datatype, self._id_field
+        if self._uses_binary():
+            rows, raw = Rows.packed(records, fields=fields, datatype=datatype, exclude=exclude)
+            if not rows.count:
+                return rows.predicted([])
+            response = self._send_binary(rows, raw)
+        else:
+            rows = Rows(records, fields=fields, datatype=datatype, exclude=exclude)
+            if not rows.count:
+                return rows.predicted([])
+            response = self._send_json(rows)
         try:
             values = self._values(response, count=rows.count)
         except (tensors.ShapeError, KeyError, TypeError, ValueError) as exc:
             return rows.fail_all(f"kserve-v2: unexpected response: {exc}"[:300])
-        return rows.outcomes(predictions(values))
+        return rows.predicted(values)
 
     def _head(self, rows: Rows) -> dict[str, Any]:
         # KServe fails requests without an `id`; any unique string will do.
@@ -146,16 +153,8 @@ class KServeV2Client:
         body = json_body(head)
         return self._http.send("POST", self.url, body=body, what="kserve-v2 infer")
 
-    def _send_binary(self, rows: Rows) -> HttpResponse:
-        head = self._head(rows)
-        raw = tensors.encode_values(rows.values, self._datatype)
-        head["inputs"][0]["parameters"] = {"binary_data_size": len(raw)}
-        if self._outputs:
-            for output in head["outputs"]:
-                output["parameters"] = {"binary_data": True}
-        else:
-            head["parameters"] = {"binary_data_output": True}
-        header = json_body(head)
+    def _send_binary(self, rows: Rows, raw: bytes) -> HttpResponse:
+        header = self._binary_header(rows, raw)
         extra = {
             _HEADER_LENGTH: str(len(header)),
             "Content-Type": "application/octet-stream",
@@ -163,6 +162,25 @@ class KServeV2Client:
         return self._http.send(
             "POST", self.url, body=header + raw, headers=extra, what="kserve-v2 infer"
         )
+
+    def _binary_header(self, rows: Rows, raw: bytes) -> bytes:
+        """The JSON header of a binary request: all but the id depends on the tensor's shape and
+        size only, so it is serialised once per shape and the id put in front."""
+        shape = (rows.count, rows.width, len(raw))
+        fixed = self._binary_heads.get(shape)
+        if fixed is None:
+            head = self._head(rows)
+            del head["id"]
+            head["inputs"][0]["parameters"] = {"binary_data_size": len(raw)}
+            if self._outputs:
+                for output in head["outputs"]:
+                    output["parameters"] = {"binary_data": True}
+            else:
+                head["parameters"] = {"binary_data_output": True}
+            fixed = json_body(head)
+            if len(self._binary_heads) < _HEADS:
+                self._binary_heads[shape] = fixed
+        return b'{"id":"%d",' % next(self._ids) + fixed[1:]
 
     def _values(self, response: HttpResponse, *, count: int) -> list[Any]:
         """One value per row from the response's outputs (JSON or binary)."""

@@ -38,6 +38,7 @@ from runners.api import (
     BatchRejected,
     InputRecord,
     Outcome,
+    Outcomes,
     Prediction,
     RecordFailure,
     RunContext,
@@ -112,7 +113,7 @@ class _OpenAIClient:
             self._options["temperature"] = endpoint.temperature
         self._http = HttpClient(endpoint, ctx, transport=transport)
 
-    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+    def predict(self, records: Sequence[InputRecord]) -> Outcomes:
         batch = Batch(records, lambda record: _prompt(record, self._field))
         return batch.outcomes(self._answers(batch.items))
 

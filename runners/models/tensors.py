@@ -43,17 +43,28 @@ def encode(rows: Sequence[Sequence[Any]], datatype: str) -> bytes:
 # struct packs a list of Python numbers in about half numpy's time. What struct refuses (a float
 # beyond FP32's range, an integer beyond the type's) goes to numpy, whose rules then apply as
 # before (inf, OverflowError), so the bytes and errors are numpy's either way.
-_STRUCT_CODES = {"FP32": "f", "FP64": "d", "INT32": "i", "INT64": "q"}
+STRUCT_CODES = {"FP32": "f", "FP64": "d", "INT32": "i", "INT64": "q"}
+
+
+def pack_numbers(values: Sequence[Any], datatype: str) -> bytes | None:
+    """`values` packed by struct (a datatype of STRUCT_CODES), or None when it refuses them.
+
+    struct takes ints, floats and bools (and objects that convert themselves, like numpy
+    scalars) and refuses strings, None, lists and dicts, numbers out of the type's range, and
+    floats for the integer types.
+    """
+    try:
+        return struct.pack(f"<{len(values)}{STRUCT_CODES[datatype]}", *values)
+    except (struct.error, OverflowError, TypeError):
+        return None
 
 
 def encode_values(values: Sequence[Any], datatype: str) -> bytes:
     """The raw bytes of a tensor holding `values` (flat, row-major)."""
-    code = _STRUCT_CODES.get(datatype)
-    if code is not None:
-        try:
-            return struct.pack(f"<{len(values)}{code}", *values)
-        except (struct.error, OverflowError):
-            pass
+    if datatype in STRUCT_CODES:
+        packed = pack_numbers(values, datatype)
+        if packed is not None:
+            return packed
     if datatype == "BYTES":
         parts = []
         for value in values:

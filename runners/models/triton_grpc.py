@@ -30,7 +30,7 @@ from runners.api import (
     BatchRejected,
     ConfigError,
     InputRecord,
-    Outcome,
+    Outcomes,
     RunContext,
     TransientError,
 )
@@ -42,7 +42,6 @@ from runners.models.common import (
     auth_header,
     ca_file,
     is_insecure,
-    predictions,
 )
 
 INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -123,10 +122,8 @@ class TritonGrpcClient:
         channel: grpc.Channel | None = None,
     ) -> None:
         self._channel = channel or open_channel(endpoint, ctx)
-        self._infer = self._channel.unary_unary(
-            INFER_METHOD,
-            request_serializer=service_pb2.ModelInferRequest.SerializeToString,
-            response_deserializer=service_pb2.ModelInferResponse.FromString,
+        self._infer = self._channel.unary_unary(  # the request goes as bytes: see _request
+            INFER_METHOD, response_deserializer=service_pb2.ModelInferResponse.FromString
         )
         auth = auth_header(endpoint, ctx)
         self._metadata = () if auth is None else ((auth[0].lower(), auth[1]),)
@@ -139,32 +136,45 @@ class TritonGrpcClient:
         self._id_field = ctx.id_field  # not a model input unless named in inputFields
         self._timeout = endpoint.timeout_seconds
         self._ids = itertools.count()
+        self._heads: dict[tuple[int, int], bytes] = {}
 
-    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
-        rows = Rows(records, fields=self._fields, datatype=self._datatype, exclude=self._id_field)
+    def predict(self, records: Sequence[InputRecord]) -> Outcomes:
+        rows, raw = Rows.packed(
+            records, fields=self._fields, datatype=self._datatype, exclude=self._id_field
+        )
         if not rows.count:
-            return rows.outcomes([])
-        response = self._call(self._request(rows))
+            return rows.predicted([])
+        response = self._call(self._request(rows, raw))
         try:
             values = _values(response, count=rows.count)
         except (tensors.ShapeError, ValueError) as exc:
             return rows.fail_all(f"triton-grpc: unexpected response: {exc}"[:300])
-        return rows.outcomes(predictions(values))
+        return rows.predicted(values)
 
-    def _request(self, rows: Rows) -> Any:
-        request = service_pb2.ModelInferRequest(
-            model_name=self._model, model_version=self._version, id=str(next(self._ids))
-        )
-        tensor = request.inputs.add()
-        tensor.name = self._input
-        tensor.datatype = self._datatype
-        tensor.shape.extend((rows.count, rows.width))
-        request.raw_input_contents.append(tensors.encode_values(rows.values, self._datatype))
-        for name in self._outputs:
-            request.outputs.add().name = name
-        return request
+    def _request(self, rows: Rows, raw: bytes) -> bytes:
+        """The serialised ModelInferRequest.
 
-    def _call(self, request: Any) -> Any:
+        Everything but the id and the tensor's bytes depends only on the tensor's shape, so it
+        is serialised once per shape and the two fields appended (protobuf parsers take fields
+        in any order): a tenth of the client's CPU at a few hundred records per batch.
+        """
+        shape = (rows.count, rows.width)
+        head = self._heads.get(shape)
+        if head is None:
+            request = service_pb2.ModelInferRequest(
+                model_name=self._model, model_version=self._version
+            )
+            tensor = request.inputs.add(name=self._input, datatype=self._datatype)
+            tensor.shape.extend(shape)
+            for name in self._outputs:
+                request.outputs.add().name = name
+            head = request.SerializeToString()
+            if len(self._heads) < _HEADS:
+                self._heads[shape] = head
+        request_id = str(next(self._ids)).encode()
+        return b"".join((head, *_bytes_field(_ID, request_id), *_bytes_field(_RAW_INPUT, raw)))
+
+    def _call(self, request: bytes) -> Any:
         try:
             return self._infer(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as exc:
@@ -179,6 +189,24 @@ class TritonGrpcClient:
 
     def close(self) -> None:
         self._channel.close()
+
+
+# ModelInferRequest's field numbers (grpc_service.proto) and how many shapes' heads to keep
+# (a run has one width and a few batch sizes: the batch size, each chunk's last batch).
+_ID = 3
+_RAW_INPUT = 7
+_HEADS = 64
+
+
+def _bytes_field(number: int, data: bytes) -> tuple[bytes, bytes, bytes]:
+    """A length-delimited protobuf field: tag, length (base-128 varint), data."""
+    length = bytearray()
+    size = len(data)
+    while size > 0x7F:
+        length.append(size & 0x7F | 0x80)
+        size >>= 7
+    length.append(size)
+    return bytes((number << 3 | 2,)), bytes(length), data
 
 
 def _values(response: Any, *, count: int) -> list[Any]:

@@ -21,6 +21,7 @@ from runners.api import (
     ErrorRecord,
     InputRecord,
     Outcome,
+    Outcomes,
     OutputRecord,
     Prediction,
     RecordFailure,
@@ -285,6 +286,28 @@ def test_wrong_number_of_outcomes_is_an_error() -> None:
         run(FakeModel(lambda records: []), records=3)
 
 
+def test_outcomes_from_a_client_split_into_outputs_and_errors_in_input_order() -> None:
+    def plain(records: Sequence[InputRecord]) -> Outcomes:
+        failures = {i: RecordFailure("odd") for i, r in enumerate(records) if r.data["n"] % 2}
+        return Outcomes([r.data["n"] * 10 for r in records], failures)
+
+    store, stats = run(FakeModel(plain), records=25, chunkSize=10, batchSize=4, maxFailedRecords=20)
+    outputs = [row for i in sorted(store.chunks["out"]) for row in store.chunks["out"][i]]
+    errors = [row for i in sorted(store.chunks["err"]) for row in store.chunks["err"][i]]
+    assert [(row["id"], row["prediction"]) for row in outputs] == [
+        (str(n), n * 10) for n in range(0, 25, 2)
+    ]
+    assert [(row["id"], row["reason"]) for row in errors] == [
+        (str(n), "odd") for n in range(1, 25, 2)
+    ]
+    assert (stats.written, stats.failed) == (13, 12)
+
+
+def test_a_client_returning_something_else_than_outcomes_is_an_error_naming_it() -> None:
+    with pytest.raises(RuntimeError, match="outcome 0 is a str, not a Prediction"):
+        run(FakeModel(lambda records: ["oops"] * len(records)), records=3)
+
+
 class CountingSource:
     """A source that measures how far reading runs ahead of the model and of the sink."""
 
@@ -327,3 +350,69 @@ def test_reading_stays_a_bounded_distance_ahead_of_model_and_sink() -> None:
     # Batches in flight (2 x concurrency) plus the one being filled, plus queued chunks.
     assert source.ahead_of_model <= (2 * 2 + 1) * 10 + 100
     assert source.ahead_of_sink <= 4 * 100 + (2 * 2 + 1) * 10
+
+
+class DroppingSource:
+    """Yields `count` records; the stream drops (TransientError) at the positions in `drops`
+    (each drop once, before the record at that position), or on open while `failing_opens`."""
+
+    def __init__(self, count: int, drops: set[int], *, failing_opens: int = 0) -> None:
+        self.count, self.drops, self.failing_opens = count, set(drops), failing_opens
+        self.opened_at: list[int] = []
+
+    def records(self, skip: int) -> Iterator[InputRecord]:
+        self.opened_at.append(skip)
+        if self.failing_opens:
+            self.failing_opens -= 1
+            raise TransientError("connection refused")
+        for position in range(skip, self.count):
+            if position in self.drops:
+                self.drops.discard(position)
+                raise TransientError(f"stream dropped at {position}")
+            yield InputRecord(position, str(position), {"n": position})
+
+    def total(self) -> int:
+        return self.count
+
+    def close(self) -> None:
+        pass
+
+
+def run_source(source: DroppingSource, backoff: RecordingBackoff) -> MemoryStore:
+    store = MemoryStore()
+    backend = MemoryBackend(store)
+    Pipeline(
+        source=source,
+        sink=backend.open_sink({"name": "out"}, CTX, role="output"),
+        error_sink=backend.open_sink({"name": "err"}, CTX, role="errors"),
+        client=FakeModel(),
+        tuning=RunnerTuning(chunk_size=10, batch_size=4, concurrency=2),
+        stats=Stats(),
+        backoff=backoff,
+    ).run()
+    return store
+
+
+def test_a_dropped_input_stream_is_reopened_after_the_last_record_read() -> None:
+    source = DroppingSource(30, {7, 8, 21})
+    store = run_source(source, RecordingBackoff(max_attempts=2))
+    assert written_ids(store) == [str(n) for n in range(30)]
+    assert source.opened_at == [0, 7, 8, 21]
+
+
+def test_attempts_count_only_failures_in_a_row_without_a_record_between() -> None:
+    # Four drops but never two in a row without progress: two attempts suffice.
+    source = DroppingSource(20, {3, 6, 9, 12})
+    assert len(written_ids(run_source(source, RecordingBackoff(max_attempts=2)))) == 20
+    # Failing to open twice in a row is two attempts: the third open succeeds.
+    source = DroppingSource(5, set(), failing_opens=2)
+    backoff = RecordingBackoff(max_attempts=3)
+    assert len(written_ids(run_source(source, backoff))) == 5
+    assert source.opened_at == [0, 0, 0] and len(backoff.delays) == 2  # type: ignore[attr-defined]
+
+
+def test_an_input_that_keeps_failing_fails_the_run_after_max_attempts() -> None:
+    source = DroppingSource(5, set(), failing_opens=10)
+    with pytest.raises(TransientError, match="connection refused"):
+        run_source(source, RecordingBackoff(max_attempts=3))
+    assert source.opened_at == [0, 0, 0]

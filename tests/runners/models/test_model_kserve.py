@@ -137,11 +137,18 @@ def test_v2_converts_numeric_strings(ctx: RunContext) -> None:
 def test_v2_fails_only_the_records_that_are_not_numeric(ctx: RunContext) -> None:
     fake = FakeTransport(lambda _: v2_answer([2], shape=[1]))
     client = KServeV2Client(endpoint("kserve-v2", binary_data=False), ctx, transport=fake)
-    outcomes = client.predict(records({"a": "tall", "b": 1.0}, {"a": 6.7, "b": 3.0}, {"b": True}))
+    outcomes = client.predict(records({"a": "tall", "b": 1.0}, {"a": 6.7, "b": 3.0}, {"b": None}))
     assert outcomes[1] == Prediction(2)
     assert outcomes[0] == RecordFailure("value 'tall' is not a number")
-    assert outcomes[2] == RecordFailure("value True is not a number")
+    assert outcomes[2] == RecordFailure("value None is not a number")
     assert fake.sent[0].json()["inputs"][0]["shape"] == [1, 2]
+
+
+def test_v2_sends_bools_as_one_and_zero_for_a_numeric_datatype(ctx: RunContext) -> None:
+    fake = FakeTransport(lambda _: v2_answer([0, 1], shape=[2]))
+    client = KServeV2Client(endpoint("kserve-v2", binary_data=False), ctx, transport=fake)
+    client.predict(records({"a": 5.1, "b": True}, {"a": 4.9, "b": False}))
+    assert fake.sent[0].json()["inputs"][0]["data"] == [5.1, 1, 4.9, 0]
 
 
 def test_v2_fails_records_missing_an_input_field(ctx: RunContext) -> None:
@@ -241,6 +248,26 @@ def test_v2_binary_sends_raw_tensor_after_the_json_header(ctx: RunContext) -> No
     assert head["parameters"] == {"binary_data_output": True}
     raw = np.frombuffer(sent.body[size:], dtype="<f4").reshape(2, 4)
     assert raw.tolist() == np.asarray([SETOSA, VIRGINICA], dtype=np.float32).tolist()
+
+
+def test_v2_binary_requests_of_each_shape_carry_their_own_header_and_a_fresh_id(
+    ctx: RunContext,
+) -> None:
+    fake = FakeTransport(binary_answer)
+    client = KServeV2Client(endpoint("kserve-v2", binary_data=True), ctx, transport=fake)
+    batches = [[SETOSA, VIRGINICA], [VIRGINICA] * 3, [SETOSA, SETOSA]]
+    for batch in batches:
+        assert client.predict(iris(*batch)) == [Prediction(i) for i in range(len(batch))]
+    heads = []
+    for sent, batch in zip(fake.sent, batches, strict=True):
+        assert sent.body is not None
+        size = int(sent.headers["inference-header-content-length"])
+        heads.append(json.loads(sent.body[:size]))
+        assert heads[-1]["inputs"][0]["shape"] == [len(batch), 4]
+        assert heads[-1]["inputs"][0]["parameters"] == {"binary_data_size": 16 * len(batch)}
+        raw = np.frombuffer(sent.body[size:], dtype="<f4").reshape(len(batch), 4)
+        assert raw.tolist() == np.asarray(batch, dtype=np.float32).tolist()
+    assert len({head["id"] for head in heads}) == 3
 
 
 def test_v2_binary_asks_for_named_outputs_in_binary(ctx: RunContext) -> None:

@@ -5,13 +5,14 @@ Nothing is faked: these are pure functions over InputRecords, lists and numpy ar
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import pytest
 from model_fakes import records
 
-from runners.api import Prediction, RecordFailure
+from runners.api import Outcomes, Prediction, RecordFailure
 from runners.models import tensors
 from runners.models.common import Rows
 
@@ -36,10 +37,75 @@ def test_numeric_strings_are_converted_and_bad_values_fail_their_record() -> Non
     }
 
 
-def test_integer_datatypes_take_whole_floats_only() -> None:
-    batch = rows_of({"a": 2.0}, {"a": 2.5}, {"a": "7"}, datatype="INT64")
+def test_integer_datatypes_take_whole_numbers_only() -> None:
+    batch = rows_of(
+        {"a": 2.0}, {"a": 2.5}, {"a": "7"}, {"a": "2.5"}, {"a": "n/a"}, datatype="INT64"
+    )
     assert batch.rows == [[2], [7]]
-    assert batch.failures == {1: RecordFailure("value 2.5 is not an integer")}
+    assert batch.failures == {
+        1: RecordFailure("value 2.5 is not an integer"),
+        3: RecordFailure("value '2.5' is not an integer"),
+        4: RecordFailure("value 'n/a' is not an integer"),
+    }
+
+
+def test_bools_count_as_one_and_zero_for_numeric_datatypes() -> None:
+    assert rows_of({"a": True, "b": 2.5}, {"a": "1", "b": False}).rows == [[1, 2.5], [1.0, 0]]
+    assert rows_of({"a": True}, {"a": "3"}, datatype="INT32").rows == [[1], [3]]
+
+
+def test_decimals_from_sql_numeric_columns_are_numbers_on_both_paths() -> None:
+    data = ({"a": Decimal("5.1"), "b": 2}, {"a": "x", "b": 1})
+    checked = rows_of(*data)
+    assert checked.rows == [[5.1, 2]]
+    rows, raw = packed_of(*data)
+    assert (rows.values, rows.failures) == (checked.values, checked.failures)
+    assert raw == tensors.encode_values(checked.values, "FP32")
+    big = Decimal("12345678901234567890")
+    assert rows_of({"a": big}, {"a": Decimal("2.5")}, datatype="INT64").values == [int(big)]
+
+
+def packed_of(*data: Any, datatype: str = "FP32") -> tuple[Rows, bytes]:
+    return Rows.packed(records(*data), fields=None, datatype=datatype)
+
+
+def test_packed_plain_records_are_the_checked_rows_and_their_bytes() -> None:
+    data = ({"a": 1.5, "b": 2}, {"a": True, "b": -3.25})
+    rows, raw = packed_of(*data)
+    checked = rows_of(*data)
+    assert (rows.values, rows.width, list(rows.indexes), rows.failures) == (
+        [1.5, 2, True, -3.25],
+        2,
+        list(checked.indexes),
+        {},
+    )
+    assert raw == tensors.encode_values(checked.values, "FP32")
+    assert np.frombuffer(raw, dtype="<f4").tolist() == [1.5, 2.0, 1.0, -3.25]
+
+
+@pytest.mark.parametrize(
+    ("data", "datatype", "failures"),
+    [
+        (({"a": "2.5"}, {"a": "x"}), "FP32", {1: "value 'x' is not a number"}),
+        (({"a": None}, {"a": 1}), "FP64", {0: "value None is not a number"}),
+        (({"a": 2.0}, {"a": 2.5}), "INT64", {1: "value 2.5 is not an integer"}),
+        (({"a": [1, 2]}, {"a": 1}), "INT32", {1: "record has 1 input values, the batch has 2"}),
+    ],
+)
+def test_packed_batches_struct_refuses_are_converted_record_by_record(
+    data: tuple[dict[str, Any], ...], datatype: str, failures: dict[int, str]
+) -> None:
+    rows, raw = packed_of(*data, datatype=datatype)
+    checked = rows_of(*data, datatype=datatype)
+    assert rows.failures == {i: RecordFailure(reason) for i, reason in failures.items()}
+    assert (rows.values, rows.failures) == (checked.values, checked.failures)
+    assert raw == tensors.encode_values(checked.values, datatype)
+
+
+def test_packed_datatypes_struct_cannot_pack_take_the_checked_path() -> None:
+    rows, raw = packed_of({"a": "x"}, {"a": "yz"}, datatype="BYTES")
+    assert rows.values == ["x", "yz"]
+    assert raw == tensors.encode_values(["x", "yz"], "BYTES")
 
 
 def test_bool_and_bytes_datatypes_check_their_types() -> None:
@@ -68,6 +134,42 @@ def test_outcomes_put_answers_and_failures_back_in_record_order() -> None:
         RecordFailure("value 'x' is not a number"),
         Prediction("third"),
     ]
+
+
+def test_predicted_values_keep_row_failures_in_place_without_a_prediction_object() -> None:
+    batch = rows_of({"a": 1}, {"a": "x"}, {"a": 3})
+    merged = batch.predicted(["first", "third"])
+    assert merged.values == ["first", None, "third"]
+    assert merged.failures == {1: RecordFailure("value 'x' is not a number")}
+    assert list(merged) == [
+        Prediction("first"),
+        RecordFailure("value 'x' is not a number"),
+        Prediction("third"),
+    ]
+
+
+def test_predicted_values_of_a_clean_batch_are_the_answer_list_itself() -> None:
+    answer = [0, 1]
+    merged = rows_of({"a": 1}, {"a": 2}).predicted(answer)
+    assert merged.values is answer and merged.failures == {}
+
+
+def test_outcomes_map_a_sent_records_failure_to_its_place_in_the_batch() -> None:
+    batch = rows_of({"a": "x"}, {"a": 2}, {"a": 3})
+    merged = batch.outcomes([RecordFailure("too long"), Prediction("third")])
+    assert merged == [
+        RecordFailure("value 'x' is not a number"),
+        RecordFailure("too long"),
+        Prediction("third"),
+    ]
+
+
+def test_fail_all_fails_sent_records_and_keeps_row_failures() -> None:
+    batch = rows_of({"a": 1}, {"a": "x"})
+    assert batch.fail_all("bad answer") == Outcomes(
+        [None, None],
+        {0: RecordFailure("bad answer"), 1: RecordFailure("value 'x' is not a number")},
+    )
 
 
 def test_bytes_tensors_round_trip() -> None:

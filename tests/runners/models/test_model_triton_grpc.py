@@ -112,6 +112,30 @@ def test_sends_one_raw_tensor_and_maps_raw_outputs(
     assert [o.name for o in request.outputs] == ["label"]
 
 
+def test_requests_of_each_batch_shape_carry_their_own_tensor_and_a_fresh_id(
+    serve: Callable[..., tuple[str, Service]], ctx: RunContext
+) -> None:
+    target, service = serve(classify)
+    client = TritonGrpcClient(endpoint("triton-grpc", target, output_names=["label"]), ctx)
+    big = [VIRGINICA] * 150 + [SETOSA] * 150  # 4,800 bytes: a two-byte length on the wire
+    try:
+        for batch in ([SETOSA, VIRGINICA], big, [VIRGINICA, SETOSA]):
+            assert client.predict(iris(*batch)) == [
+                Prediction(0 if row is SETOSA else 2) for row in batch
+            ]
+    finally:
+        client.close()
+    requests = [request for request, _ in service.seen]
+    assert [list(r.inputs[0].shape) for r in requests] == [[2, 4], [300, 4], [2, 4]]
+    sent = [np.frombuffer(r.raw_input_contents[0], dtype="<f4").tolist() for r in requests]
+    assert sent[1] == np.asarray(big, dtype="<f4").ravel().tolist()
+    assert sent[2] == np.asarray([VIRGINICA, SETOSA], dtype="<f4").ravel().tolist()
+    assert len({r.id for r in requests}) == 3
+    assert all(
+        r.model_name == "iris" and [o.name for o in r.outputs] == ["label"] for r in requests
+    )
+
+
 def test_reads_typed_contents_when_the_server_sends_no_raw_outputs(
     serve: Callable[..., tuple[str, Service]], ctx: RunContext
 ) -> None:
