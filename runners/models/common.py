@@ -9,8 +9,9 @@ Records become rows for the tensor protocols (KServe v1/v2, Triton):
 - a field whose value is a list contributes its elements, so `{"features": [5.1, 3.5, ...]}`
   is used as-is;
 - for numeric datatypes every value must be a number; numeric strings ("5.1", as CSV sources
-  produce) and decimals (SQL NUMERIC columns) are converted, bools count as 1 and 0 (as numpy and tritonclient take them), and an
-  integer datatype takes whole numbers only. BOOL takes bools only, BYTES strings only.
+  produce) and decimals (SQL NUMERIC columns) are converted, bools count as 1 and 0 (as numpy
+  and tritonclient take them), and an integer datatype takes whole numbers only. BOOL takes
+  bools only, BYTES strings only.
   A record that fails this, or whose row length differs from the batch's usual length, becomes
   a RecordFailure instead of failing the batch.
 """
