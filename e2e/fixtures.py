@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from e2e.ci import is_ci
 from e2e.emulator import Clock, Emulator, EmulatorConfig
@@ -68,11 +69,15 @@ def eventually(fn: Callable[[], T], *, timeout: float = 5.0, interval: float = 0
             if result:
                 return result
             last = result
-        except (AssertionError, LookupError, ValueError, TypeError, AttributeError) as exc:
-            last = exc
-        except Exception as exc:
-            if type(exc).__name__ != "ApiException":
-                raise
+        # ApiException and its subclasses (the client raises NotFoundException for a 404).
+        except (
+            AssertionError,
+            LookupError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            ApiException,
+        ) as exc:
             last = exc
         if time.monotonic() >= deadline:
             raise AssertionError(f"condition not met within {timeout}s; last result: {last!r}")
