@@ -149,7 +149,10 @@ class Receiver:
 
 
 class KServeStub:
-    """A KServe v2 model: doubles `data`; failure shares, hang and poison configurable."""
+    """A KServe v2 model: doubles `data`; failure shares, hang and poison configurable.
+
+    `down_for` answers the first that many requests 503, as a server does while it restarts.
+    """
 
     def __init__(
         self,
@@ -159,7 +162,9 @@ class KServeStub:
         hang: float = 0.0,
         seed: int = 7,
         poison: float | None = None,
+        down_for: int = 0,
     ) -> None:
+        self.down_for = down_for
         self.unavailable = unavailable
         self.throttled = throttled
         self.hang = hang
@@ -181,6 +186,9 @@ class KServeStub:
         with self.lock:
             self.calls += 1
             roll = self.rng.random()
+            down = self.calls <= self.down_for
+        if down:
+            return self._count(503, {}, {"error": "restarting"})
         if self.hang:
             self.release.wait(self.hang)
         if roll < self.unavailable:

@@ -76,22 +76,27 @@ def flaky() -> Iterator[tuple[str, KServeStub]]:
         yield url, stub
 
 
-def test_flaky_server_gets_every_record_through_with_retries(
+def test_flaky_server_gets_every_record_through_with_the_default_attempts(
     env: Path, flaky: tuple[str, KServeStub]
 ) -> None:
     url, stub = flaky
-    code, summary = run(
-        env,
-        url,
-        records=records(3000),
-        runner={"batchSize": 10, "concurrency": 4, "maxAttempts": 12},
-    )
+    code, summary = run(env, url, records=records(3000), runner={"batchSize": 10, "concurrency": 4})
     assert code == 0, summary
     written = rows(env / "out")
     assert len(written) == 3000 and len({r["id"] for r in written}) == 3000
     assert written[5]["prediction"] == pytest.approx((5.0 + 1.0) * 2)
     assert stub.statuses.get(503, 0) > 0 and stub.statuses.get(429, 0) > 0
     assert summary["recordsRetried"] == stub.statuses[503] + stub.statuses[429]
+
+
+def test_default_attempts_outlast_a_server_down_for_nine_requests(env: Path) -> None:
+    # A model server restarting under a long run: every request fails until it is back.
+    stub = KServeStub(down_for=9)
+    with serve(stub) as url:
+        code, summary = run(env, url, records=records(10), runner={"batchSize": 10})
+    assert code == 0, summary
+    assert (summary["recordsWritten"], summary["recordsRetried"]) == (10, 9)
+    assert stub.statuses == {503: 9, 200: 1}
 
 
 def test_hanging_server_times_out_and_fails_the_run_with_reason(env: Path) -> None:
