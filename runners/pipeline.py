@@ -105,9 +105,7 @@ class Pipeline:
 
     def __post_init__(self) -> None:
         t = self.tuning
-        self.backoff = self.backoff or Backoff(
-            t.initial_backoff_seconds, t.max_backoff_seconds, t.max_attempts
-        )
+        self.backoff = self.backoff or Backoff.from_tuning(t)
         rps = t.requests_per_second
         self._limiter = RateLimiter(rps) if rps else None
         self._slots = threading.Semaphore(2 * t.concurrency)

@@ -52,14 +52,23 @@ class Stopped(Exception):
     """The run is stopping (SIGTERM): abandon the current work without committing it."""
 
 
+# The contract's defaults, so that a Backoff() and a run without tuning retry alike.
+_TUNING = RunnerTuning()
+
+
 @dataclass(frozen=True)
 class Backoff:
     """Exponential backoff with full jitter."""
 
-    initial: float = 0.5
-    maximum: float = 30.0
-    max_attempts: int = 5
+    initial: float = _TUNING.initial_backoff_seconds
+    maximum: float = _TUNING.max_backoff_seconds
+    max_attempts: int = _TUNING.max_attempts
     rng: random.Random = field(default_factory=random.Random)
+
+    @classmethod
+    def from_tuning(cls, tuning: RunnerTuning) -> Backoff:
+        """The backoff the run's `runner` tuning asks for."""
+        return cls(tuning.initial_backoff_seconds, tuning.max_backoff_seconds, tuning.max_attempts)
 
     def delay(self, attempt: int, *, retry_after: float | None = None) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based)."""
@@ -127,11 +136,9 @@ class RequestPolicy:
         cls, tuning: RunnerTuning, *, stop: threading.Event | None = None
     ) -> RequestPolicy:
         """The policy the run's `runner` tuning asks for (attempts, backoff, requests/s)."""
-        backoff = Backoff(
-            tuning.initial_backoff_seconds, tuning.max_backoff_seconds, tuning.max_attempts
-        )
         rate = tuning.requests_per_second
-        return cls(backoff, RateLimiter(rate) if rate else None, stop or threading.Event())
+        limiter = RateLimiter(rate) if rate else None
+        return cls(Backoff.from_tuning(tuning), limiter, stop or threading.Event())
 
     def call(self, fn: Callable[[], T]) -> T:
         """`fn()`, each attempt waiting for the rate limiter, retried as by call_with_retry."""

@@ -164,6 +164,15 @@ def test_rate_limiter_spaces_requests_by_the_interval() -> None:
     assert stop.waits == [0.25, 0.5]
 
 
+def test_default_backoff_is_the_contracts_default_tuning() -> None:
+    default, tuned = Backoff(), Backoff.from_tuning(RunnerTuning())
+    assert (default.initial, default.maximum, default.max_attempts) == (
+        tuned.initial,
+        tuned.maximum,
+        tuned.max_attempts,
+    )
+
+
 def test_request_policy_follows_the_runner_tuning_and_paces_each_call() -> None:
     tuning = RunnerTuning(max_attempts=3, initial_backoff_seconds=0.2, requests_per_second=4)
     policy = RequestPolicy.from_tuning(tuning)
