@@ -51,7 +51,7 @@ CONFIG = {
 SUMMARY = '{"recordsRead": 100, "recordsWritten": 100, "durationSeconds": 0.1}'
 LAUNCH = (
     "import argparse, sys\n"
-    "from controller.main import add_parser\n"
+    "from controller.runtime.main import add_parser\n"
     "p = argparse.ArgumentParser()\n"
     "add_parser(p.add_subparsers())\n"
     "a = p.parse_args(sys.argv[1:])\n"

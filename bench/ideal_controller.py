@@ -27,9 +27,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from controller import builders  # noqa: E402
-from controller.resolve import parse_run_spec, resolve  # noqa: E402
-from controller.settings import settings_from_env  # noqa: E402
+from controller.core import builders  # noqa: E402
+from controller.core.resolve import parse_run_spec, resolve  # noqa: E402
+from controller.core.settings import settings_from_env  # noqa: E402
 
 WORKERS = 4
 GROUP = "/apis/longrun.dev/v1alpha1"

@@ -16,9 +16,9 @@ from pathlib import Path
 from contracts.contract import contract_json_schema
 from controller import __version__
 from controller.crds import CRD_DIR, crd_files, write_crds
-from controller.local.run import add_parser as add_run_parser
-from controller.main import add_parser as add_controller_parser
+from controller.runtime.main import add_parser as add_controller_parser
 from controller.validate import check_file, expand_paths
+from local.run import add_parser as add_run_parser
 
 CONTRACT_SCHEMA_FILE = Path("contracts") / "contract-v1.schema.json"
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2

@@ -24,7 +24,7 @@ from contracts.resources import (
     parse_resource,
 )
 from contracts.run import InferenceRunSpec
-from controller.validation import run_spec_problems
+from controller.core.validation import run_spec_problems
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 PATTERN_HINTS = {

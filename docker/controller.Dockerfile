@@ -1,4 +1,4 @@
-# The controller image: contracts + controller (kubernetes client, croniter).
+# The controller image: contracts + controller + local (kubernetes client, croniter).
 # Build from the repository root:  docker build -f docker/controller.Dockerfile -t IMAGE .
 # Runs as a non-root user with a read-only root filesystem (the chart mounts /tmp).
 
@@ -8,6 +8,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY contracts contracts
 COPY controller controller
+COPY local local
 COPY runners runners
 RUN python -m venv /opt/longrun \
  && /opt/longrun/bin/pip wheel --no-deps --wheel-dir /tmp/wheels . \

@@ -8,6 +8,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY contracts contracts
 COPY controller controller
+COPY local local
 COPY runners runners
 RUN python -m venv /opt/longrun \
  && /opt/longrun/bin/pip wheel --no-deps --wheel-dir /tmp/wheels . \

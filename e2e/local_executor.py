@@ -1,6 +1,6 @@
 """The emulator's PodExecutor backed by longrun's local executor: pods really run.
 
-`controller.local.executor.run_pod` is what `longrun run` uses; here it runs
+`local.executor.run_pod` is what `longrun run` uses; here it runs
 the pods the emulator's Job controller creates, reading their ConfigMaps and
 Secrets from the emulator's store. So an e2e test exercises the same
 rendering → pod → runner process → termination message path as a user's
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts.contract import DEFAULT_SECRETS_DIR
-from controller.local.executor import ImageMap, PodExit, local_path, run_pod
 from e2e.emulator.executors import PodHandle
+from local.executor import ImageMap, PodExit, local_path, run_pod
 
 Obj = dict[str, Any]
 CONTRACT_KEY = "contract.json"

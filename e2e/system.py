@@ -26,12 +26,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from controller.local.executor import ImageMap
-from controller.settings import DEFAULT_IMAGE
+from controller.core.settings import DEFAULT_IMAGE
 from e2e.emulator import Clock, Emulator, EmulatorConfig
 from e2e.emulator.clock import Timers
 from e2e.fixtures import EmulatorHandle, eventually, require_kubectl
 from e2e.local_executor import LocalPodExecutor
+from local.executor import ImageMap
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT / "charts" / "longrun" / "crds"

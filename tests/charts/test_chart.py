@@ -124,7 +124,7 @@ def test_rbac_is_least_privilege(chart: Any, values: Any) -> None:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
 
 
-# Exactly what controller/kube.py sends; a new request needs a new grant, on purpose.
+# Exactly what controller/kube/ sends; a new request needs a new grant, on purpose.
 CONTROLLER_GRANTS = {
     ("longrun.dev", "inferenceruns"): {"get", "list", "watch", "delete"},
     ("longrun.dev", "inferenceconfigs"): {"get", "list", "watch"},

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.settings import DEFAULT_IMAGE
+from controller.core.settings import DEFAULT_IMAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILES = {"runner": ROOT / "docker" / "runner.Dockerfile",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 
-from controller.local.display import Console, parse_progress
+from local.display import Console, parse_progress
 from runners.progress import Progress
 
 

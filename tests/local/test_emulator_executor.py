@@ -16,11 +16,11 @@ import pytest
 
 from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
-from controller.builders import ObjectIdentity, Resolved, build_config_map, build_job
-from controller.local.executor import ImageMap
-from controller.settings import Settings
+from controller.core.builders import ObjectIdentity, Resolved, build_config_map, build_job
+from controller.core.settings import Settings
 from e2e.emulator import Emulator, EmulatorConfig
 from e2e.local_executor import LocalPodExecutor
+from local.executor import ImageMap
 from tests.local.conftest import ModelStub
 
 

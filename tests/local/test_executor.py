@@ -19,8 +19,9 @@ import pytest
 
 from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
-from controller.builders import ObjectIdentity, Resolved, build_pod_template
-from controller.local.executor import (
+from controller.core.builders import ObjectIdentity, Resolved, build_pod_template
+from controller.core.settings import Settings
+from local.executor import (
     ImageMap,
     MappingSource,
     PodSetupError,
@@ -28,7 +29,6 @@ from controller.local.executor import (
     parse_image_map,
     run_pod,
 )
-from controller.settings import Settings
 
 FAKE = Path(__file__).with_name("fake_runner.py")
 IMAGE = "example.com/fake:1"

@@ -1,6 +1,6 @@
 """Ctrl-C and resume: a SIGINT'ed `longrun run` keeps committed chunks and the next one resumes.
 
-Real: the `longrun run` process (`python -m controller.local.run`), the real runner
+Real: the `longrun run` process (`python -m local.run`), the real runner
 (`python -m runners`), the file storage backend and its commit protocol, SIGINT.
 Faked: the model, a KServe v1 stub answering class 0 slowly enough to be interrupted.
 """
@@ -48,7 +48,7 @@ def start(tmp_path: Path) -> subprocess.Popen[str]:
         [
             sys.executable,
             "-m",
-            "controller.local.run",
+            "local.run",
             "-f",
             str(tmp_path / "run.yaml"),
             "--work-dir",

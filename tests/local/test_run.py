@@ -1,6 +1,6 @@
 """`longrun run` as a user runs it: retries, fail-fast, deadlines, bad input, schedules.
 
-Real: the command itself (`controller.local.run.main`, in-process), YAML validation, the
+Real: the command itself (`local.run.main`, in-process), YAML validation, the
 controller's builders and status function, subprocesses. Faked: the runner image, mapped with
 --image-map to `tests/local/fake_runner.py`, which exits as FAKE_MODE says.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.local.inputs import run_uid
-from controller.local.run import main
+from local.inputs import run_uid
+from local.run import main
 from tests.local.conftest import fake_image_map, fake_run_yaml
 
 REPO = Path(__file__).resolve().parents[2]

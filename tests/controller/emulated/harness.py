@@ -8,9 +8,9 @@ from typing import Any
 
 from kubernetes import client
 
+from controller.core.settings import Settings
 from controller.crds import generate_crds
-from controller.manager import Manager
-from controller.settings import Settings
+from controller.runtime.manager import Manager
 from e2e.fixtures import EmulatorHandle, eventually
 
 GROUP, VERSION = "longrun.dev", "v1alpha1"

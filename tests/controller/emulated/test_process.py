@@ -1,6 +1,6 @@
 """`longrun controller` as a process: settings, probes, metrics, JSON logs, clean shutdown.
 
-Real: a separate Python process running `controller.main` (as the CLI wires it)
+Real: a separate Python process running `controller.runtime.main` (as the CLI wires it)
 against the API emulator over HTTP with a kubeconfig. Faked: pods (scripted).
 """
 
@@ -14,15 +14,15 @@ import sys
 
 import pytest
 
-from controller import manager as manager_module
-from controller.settings import Settings
+from controller.core.settings import Settings
+from controller.runtime import manager as manager_module
 from e2e.fixtures import EmulatorHandle, eventually
 from e2e.system import System, free_port
 from tests.controller.emulated.harness import SUMMARY, Env
 
 LAUNCH = (
     "import argparse, sys\n"
-    "from controller.main import add_parser\n"
+    "from controller.runtime.main import add_parser\n"
     "parser = argparse.ArgumentParser(prog='longrun')\n"
     "add_parser(parser.add_subparsers())\n"
     "args = parser.parse_args(sys.argv[1:])\n"

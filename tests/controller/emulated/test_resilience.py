@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.manager import Manager
-from controller.ports import ApiError
+from controller.core.ports import ApiError
+from controller.runtime.manager import Manager
 from e2e.fixtures import eventually
 from tests.controller.emulated.harness import SUMMARY, Env
 

@@ -12,7 +12,7 @@ import copy
 import itertools
 from typing import Any
 
-from controller.ports import ApiError, Children, EventType, Kind, Obj
+from controller.core.ports import ApiError, Children, EventType, Kind, Obj
 
 WRITE_VERBS = ("create", "patch", "patch_status", "delete", "event")
 

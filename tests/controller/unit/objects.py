@@ -7,7 +7,7 @@ from typing import Any
 
 from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
-from controller.builders import ObjectIdentity, Resolved
+from controller.core.builders import ObjectIdentity, Resolved
 
 NS = "team"
 CONFIG_SPEC: dict[str, Any] = {

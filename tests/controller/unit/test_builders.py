@@ -14,9 +14,9 @@ import yaml
 
 from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
-from controller import builders, names
-from controller.builders import ObjectIdentity, Resolved
-from controller.settings import Settings
+from controller.core import builders, names
+from controller.core.builders import ObjectIdentity, Resolved
+from controller.core.settings import Settings
 from tests.controller.unit.objects import NS, resolved
 
 ROOT = Path(__file__).resolve().parents[3]

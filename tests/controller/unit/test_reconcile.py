@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from controller import names
-from controller.ports import ApiError, Children
-from controller.reconcile import Reconciler
-from controller.settings import Settings
+from controller.core import names
+from controller.core.ports import ApiError, Children
+from controller.core.settings import Settings
+from controller.reconcile.runs import Reconciler
 from tests.controller.unit.fakes import FakeCluster
 from tests.controller.unit.objects import NS, config, finished, pod, run
 

@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from controller.logs import configure
-from controller.metrics import Metrics
-from controller.settings import SettingsError, parse_duration, settings_from_env
-from controller.workqueue import WorkQueue
+from controller.core.settings import SettingsError, parse_duration, settings_from_env
+from controller.runtime.logs import configure
+from controller.runtime.metrics import Metrics
+from controller.runtime.workqueue import WorkQueue
 
 
 class Tick:
@@ -220,7 +220,7 @@ def test_lean_watch_decodes_events_as_the_client_does_and_tracks_the_version(kin
     from kubernetes.informer import informer
     from kubernetes.watch import Watch
 
-    from controller.kube import LeanWatch
+    from controller.kube.informers import LeanInformer, LeanWatch
 
     obj = {"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "42"}, "spec": {"a": [1]}}
     line = json.dumps({"type": kind, "object": obj})
@@ -228,4 +228,9 @@ def test_lean_watch_decodes_events_as_the_client_does_and_tracks_the_version(kin
     assert ours.unmarshal_event(line, "object") == theirs.unmarshal_event(line, "object")
     assert ours.resource_version == theirs.resource_version == "42"
     assert ours.unmarshal_event("  ", "object") is None
-    assert informer.Watch is LeanWatch  # what SharedInformer instantiates
+    # The informer's loop stores a stock Watch(); ours takes that slot with a LeanWatch,
+    # and the client library's own module is left as it is.
+    lean = LeanInformer(lambda **_: None)
+    lean._watch = Watch()
+    assert type(lean._watch) is LeanWatch
+    assert informer.Watch is Watch

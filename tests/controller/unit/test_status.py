@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from contracts.run import Execution, InferenceRunSpec, InferenceRunStatus
-from controller.events import transition_events
-from controller.observe import parse_result
-from controller.status import Observed, merge_history, next_schedule, one_shot_status
-from controller.validation import Problem
+from controller.core.events import transition_events
+from controller.core.jobs import parse_result
+from controller.core.status import Observed, merge_history, next_schedule, one_shot_status
+from controller.core.validation import Problem
 from tests.controller.unit.objects import finished, pod, run
 
 NOW = datetime(2026, 1, 1, 0, 2, tzinfo=UTC)

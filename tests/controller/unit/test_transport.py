@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client as k8s
 
+from controller.core.ports import ApiError
 from controller.kube import Transport, with_pool_size
-from controller.ports import ApiError
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.validation import schedule_problem
+from controller.core.validation import schedule_problem
 
 ACCEPTED = [
     "*/5 * * * *",

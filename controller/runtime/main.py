@@ -17,8 +17,8 @@ import sys
 import threading
 from typing import Any
 
-from controller import logs
-from controller.settings import Settings, SettingsError, settings_from_env
+from controller.core.settings import Settings, SettingsError, settings_from_env
+from controller.runtime import logs
 
 log = logging.getLogger("controller")
 FLAGS = {
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     logs.configure(level=settings.log_level, fmt=settings.log_format)
     from controller.kube import load_api_client  # the kubernetes client loads lazily
-    from controller.manager import CacheSyncError, Manager
-    from controller.serve import Endpoint, probe
+    from controller.runtime.manager import CacheSyncError, Manager
+    from controller.runtime.serve import Endpoint, probe
 
     manager = Manager(
         load_api_client(args.kubeconfig, context=args.context),

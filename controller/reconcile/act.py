@@ -13,9 +13,9 @@ The rules the code relies on:
 
 from __future__ import annotations
 
-from controller import names
-from controller.ports import ApiError, Cluster, Kind, Obj
-from controller.validation import Problem
+from controller.core import names
+from controller.core.ports import ApiError, Cluster, Kind, Obj
+from controller.core.validation import Problem
 
 OPTIONAL_CRON = ("timeZone", "startingDeadlineSeconds")
 OPTIONAL_JOB = ("activeDeadlineSeconds",)

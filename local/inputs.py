@@ -20,9 +20,9 @@ from typing import Any
 import yaml
 
 from contracts.run import InferenceRunSpec
-from controller.builders import Resolved
-from controller.resolve import parse_run_spec, resolve
-from controller.settings import Settings
+from controller.core.builders import Resolved
+from controller.core.resolve import parse_run_spec, resolve
+from controller.core.settings import Settings
 from controller.validate import check_file, expand_paths
 
 Obj = dict[str, Any]

@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from controller.metrics import Metrics
+from controller.runtime.metrics import Metrics
 
 
 class WorkQueue:

@@ -35,16 +35,18 @@ from croniter import croniter
 
 from contracts.contract import DEFAULT_SECRETS_DIR
 from contracts.run import InferenceRunStatus
-from controller import names
-from controller.builders import (
+from controller.core import names
+from controller.core.builders import (
     JOB_NAME_LABEL,
     Resolved,
     build_config_map,
     build_contract,
     build_job_spec,
 )
-from controller.local.display import Console, status_lines
-from controller.local.executor import (
+from controller.core.settings import Settings, SettingsError, settings_from_env
+from controller.core.status import Observed, next_schedule, one_shot_status
+from local.display import Console, status_lines
+from local.executor import (
     ImageMap,
     MappingSource,
     PodExit,
@@ -52,7 +54,7 @@ from controller.local.executor import (
     parse_image_map,
     run_pod,
 )
-from controller.local.inputs import (
+from local.inputs import (
     InputError,
     Inputs,
     add_env_files,
@@ -60,9 +62,7 @@ from controller.local.inputs import (
     pick_run,
     resolve_run,
 )
-from controller.local.job import SETUP_REASONS, JobOutcome, run_job, short_backoff
-from controller.settings import Settings, SettingsError, settings_from_env
-from controller.status import Observed, next_schedule, one_shot_status
+from local.job import SETUP_REASONS, JobOutcome, run_job, short_backoff
 
 Obj = dict[str, Any]
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -148,7 +148,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`longrun run` as a standalone command (`python -m controller.local.run`)."""
+    """`longrun run` as a standalone command (`python -m local.run`)."""
     parser = argparse.ArgumentParser(
         prog="longrun run", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -26,9 +26,9 @@ from contracts.contract import (
 from contracts.model import kserve_view
 from contracts.resources import API_VERSION
 from contracts.run import InferenceRunSpec
-from controller import names
-from controller.secretrefs import secret_names
-from controller.settings import Settings
+from controller.core import names
+from controller.core.secretrefs import secret_names
+from controller.core.settings import Settings
 
 Manifest = dict[str, Any]
 RUNNER_UID = 65532

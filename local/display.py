@@ -4,7 +4,7 @@ The runner reports progress as plain `progress: records=N rate=R/s [total=T eta=
 lines on stderr (so `kubectl logs` stays greppable); here they become a live bar
 on a terminal and one compact line each otherwise (CI logs, pipes). Every other
 stderr line passes through unchanged. The final status is the controller's own
-(`controller.status.one_shot_status`) computed from a Job and pods shaped like
+(`controller.core.status.one_shot_status`) computed from a Job and pods shaped like
 the ones the cluster would hold, so local and cluster runs read the same.
 """
 

@@ -15,11 +15,11 @@ from pydantic import ValidationError
 
 from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
-from controller.builders import ObjectIdentity, Resolved, image_of, service_account_of
-from controller.observe import Obj
-from controller.secretrefs import secret_uses
-from controller.settings import Settings
-from controller.validation import (
+from controller.core.builders import ObjectIdentity, Resolved, image_of, service_account_of
+from controller.core.jobs import Obj
+from controller.core.secretrefs import secret_uses
+from controller.core.settings import Settings
+from controller.core.validation import (
     Problem,
     foreign_secret_problems,
     image_problem,

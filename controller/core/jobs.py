@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from contracts.contract import EXIT_BAD_CONTRACT, EXIT_INFERENCE, EXIT_INPUT, EXIT_OUTPUT
 from contracts.run import RunResult
-from controller import names
+from controller.core import names
 
 Obj = dict[str, Any]
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")

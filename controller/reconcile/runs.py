@@ -16,21 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from contracts.run import ConfigRef, InferenceRunSpec, InferenceRunStatus
-from controller import builders, names
-from controller.apply import (
-    UserError,
-    ensure_config_map,
-    ensure_cron_job,
-    ensure_exists,
-    is_owned_by,
-)
-from controller.builders import Resolved
-from controller.events import transition_events
-from controller.observe import Obj, is_finished, job_state, runner_exit
-from controller.ports import Cluster
-from controller.resolve import parse_run_spec, resolve
-from controller.settings import Settings
-from controller.status import (
+from controller.core import builders, names
+from controller.core.builders import Resolved
+from controller.core.events import transition_events
+from controller.core.jobs import Obj, is_finished, job_state, runner_exit
+from controller.core.ports import Cluster
+from controller.core.resolve import parse_run_spec, resolve
+from controller.core.settings import Settings
+from controller.core.status import (
     Observed,
     lost_job_status,
     normalize,
@@ -38,7 +31,14 @@ from controller.status import (
     previous_status,
     scheduled_status,
 )
-from controller.validation import Problem
+from controller.core.validation import Problem
+from controller.reconcile.act import (
+    UserError,
+    ensure_config_map,
+    ensure_cron_job,
+    ensure_exists,
+    is_owned_by,
+)
 
 log = logging.getLogger(__name__)
 PLACEHOLDER_SPEC = InferenceRunSpec(config_ref=ConfigRef(name="invalid"))

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contracts.run import InferenceRunStatus
-from controller.conditions import find
-from controller.ports import EventType
+from controller.core.conditions import find
+from controller.core.ports import EventType
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from controller.local.executor import PodExit
+from local.executor import PodExit
 
 Obj = dict[str, Any]
 JobPhase = Literal["Succeeded", "Failed", "Stopped"]

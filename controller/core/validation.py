@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from croniter import croniter
 
 from contracts.run import InferenceRunSpec
-from controller.secretrefs import SecretUse
+from controller.core.secretrefs import SecretUse
 
 CRON_MACROS = frozenset(
     {"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"}

@@ -17,9 +17,9 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from contracts.run import HISTORY_LIMIT, Execution, InferenceRunSpec, InferenceRunStatus
-from controller import conditions as cond
-from controller.conditions import Want
-from controller.observe import (
+from controller.core import conditions as cond
+from controller.core.conditions import Want
+from controller.core.jobs import (
     JobState,
     Obj,
     failure_message,
@@ -28,7 +28,7 @@ from controller.observe import (
     parse_time,
     runner_exit,
 )
-from controller.validation import Problem
+from controller.core.validation import Problem
 
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 

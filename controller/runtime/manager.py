@@ -16,13 +16,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.core.ports import ApiError
+from controller.core.settings import Settings
 from controller.kube import Elector, KubeCluster, Transport, with_pool_size
-from controller.logs import reconcile_context
-from controller.metrics import Metrics
-from controller.ports import ApiError
-from controller.reconcile import Reconciler
-from controller.settings import Settings
-from controller.workqueue import WorkQueue
+from controller.reconcile.runs import Reconciler
+from controller.runtime.logs import reconcile_context
+from controller.runtime.metrics import Metrics
+from controller.runtime.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 SYNC_TIMEOUT = 120.0  # controller-runtime's CacheSyncTimeout

@@ -13,7 +13,7 @@ values naming a path under a mount are rewritten the same way. Secret files get
 mode 0600 (the pod's fsGroup-owned 0440 has no local meaning: only the current
 user may read them).
 
-The same `PodRunner` serves `longrun run` (through `controller.local.job`) and
+The same `PodRunner` serves `longrun run` (through `local.job`) and
 the API emulator (through the thin adapter in `e2e/local_executor.py`): both
 hand it a pod dict and a `VolumeSource` saying where ConfigMaps and Secrets
 come from.

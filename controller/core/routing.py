@@ -1,0 +1,118 @@
+"""Which runs an informer event concerns, and which events need no reconcile.
+
+The adapter keeps the caches and calls these plain functions on every event:
+- a run is reconciled when its spec changed (controller-runtime's
+  GenerationChangedPredicate), not on a status-only update, most often our own;
+- a run no controller has reported on yet goes first: it waits for nothing but
+  its Job;
+- a config change wakes every run that uses it;
+- a child (ConfigMap, Job, CronJob, Pod) wakes the run it was made for, unless
+  the event only echoes an object we wrote ourselves and already reconciled with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from controller.core import names
+
+Obj = dict[str, Any]
+Generation = tuple[str, int]  # (uid, metadata.generation)
+
+
+@dataclass(frozen=True)
+class Wake:
+    """A run key to reconcile; `urgent` keys go to the front of the queue."""
+
+    key: str
+    urgent: bool = False
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def object_key(obj: Obj) -> str:
+    """`namespace/name` of an object."""
+    meta = _meta(obj)
+    return names.run_key(meta.get("namespace", ""), meta.get("name", ""))
+
+
+def resource_version(obj: Obj | None) -> int:
+    """An object's resourceVersion as a number (0 when absent or not a number)."""
+    try:
+        return int(_meta(obj or {}).get("resourceVersion") or 0)
+    except ValueError:
+        return 0
+
+
+def owner_kind(obj: Obj) -> str | None:
+    """The kind of the controller owner reference, if any."""
+    for ref in _meta(obj).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind"))
+    return None
+
+
+def run_of(obj: Obj) -> str | None:
+    """The key of the run an object was made for (from our annotation)."""
+    meta = _meta(obj)
+    name = (meta.get("annotations") or {}).get(names.RUN_ANNOTATION)
+    return names.run_key(meta.get("namespace", ""), name) if name else None
+
+
+def config_of(run: Obj) -> str:
+    """The key of the config a run references."""
+    meta, spec = _meta(run), run.get("spec") or {}
+    ref = spec.get("configRef") or {}
+    return names.run_key(ref.get("namespace") or meta.get("namespace", ""), ref.get("name", ""))
+
+
+def is_new_run(run: Obj) -> bool:
+    """True for a run no controller has reported on yet: it has no status phase."""
+    return not (run.get("status") or {}).get("phase")
+
+
+def generation_of(obj: Obj) -> Generation:
+    """What identifies one spec of one object: its uid and generation."""
+    meta = _meta(obj)
+    return str(meta.get("uid", "")), int(meta.get("generation") or 0)
+
+
+def is_spec_change(seen: Generation | None, obj: Obj) -> bool:
+    """True unless `obj` has the uid and generation already seen (and is not being deleted).
+
+    A run deleted and created again under the same name (seen through a relist as one
+    MODIFIED) has a new uid but may have the same generation.
+    """
+    return seen != generation_of(obj) or bool(_meta(obj).get("deletionTimestamp"))
+
+
+def is_own_write(written: Obj | None, obj: Obj) -> bool:
+    """True when the watch echoes exactly the version of an object we wrote."""
+    return written is not None and resource_version(written) == resource_version(obj)
+
+
+def wakes(
+    kind: str,
+    obj: Obj,
+    *,
+    present: bool,
+    spec_changed: bool,
+    own_write: bool,
+    users: Callable[[str], list[str]],
+) -> list[Wake]:
+    """The runs to reconcile for one informer event (`present`: added or modified)."""
+    if kind == "InferenceRun":
+        if not spec_changed:
+            return []
+        return [Wake(object_key(obj), urgent=present and is_new_run(obj))]
+    if kind == "InferenceConfig":
+        return [Wake(user) for user in users(object_key(obj))]
+    run = run_of(obj)
+    if run is None or (present and own_write):
+        return []
+    return [Wake(run)]

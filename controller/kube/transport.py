@@ -1,0 +1,172 @@
+# The official client is untyped; this adapter is the only place that calls it.
+# mypy: disable-error-code="no-untyped-call"
+"""Raw JSON requests through the official client's `ApiClient` (auth, TLS, pooling).
+
+Requests go through the client's serialisation, auth and transport but skip its
+model classes: objects stay dicts (a third of the memory, and the reconciler
+wants dicts anyway). Every failure becomes our `ApiError`, so nothing outside
+this package sees a `kubernetes` exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from contracts.resources import GROUP, VERSION
+from controller.core.ports import ApiError
+
+CRD_PREFIX = f"/apis/{GROUP}/{VERSION}"
+PATHS: dict[str, tuple[str, str]] = {
+    "InferenceRun": (CRD_PREFIX, "inferenceruns"),
+    "InferenceConfig": (CRD_PREFIX, "inferenceconfigs"),
+    "Job": ("/apis/batch/v1", "jobs"),
+    "CronJob": ("/apis/batch/v1", "cronjobs"),
+    "ConfigMap": ("/api/v1", "configmaps"),
+    "Pod": ("/api/v1", "pods"),
+    "Event": ("/api/v1", "events"),
+}
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+CONNECT_TIMEOUT, READ_TIMEOUT = 10.0, 60.0  # seconds, for every request but watches
+
+
+def load_api_client(kubeconfig: str | None = None, *, context: str | None = None) -> Any:
+    """An ApiClient from a kubeconfig file, else the in-cluster service account."""
+    if kubeconfig:
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(
+            config_file=kubeconfig, context=context, client_configuration=configuration
+        )
+        return k8s.ApiClient(configuration)
+    try:
+        configuration = k8s.Configuration()
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    except k8s_config.ConfigException:
+        configuration = k8s.Configuration()
+        k8s_config.load_kube_config(context=context, client_configuration=configuration)
+    return k8s.ApiClient(configuration)
+
+
+def with_pool_size(api_client: Any, size: int) -> Any:
+    """A copy of `api_client` whose connection pool fits every watch plus every worker, with
+    TCP keepalive on its sockets.
+
+    Each informer holds one connection open for its watch; with the default pool
+    (5 per CPU) the workers' requests would keep opening and discarding connections.
+    Keepalive (the client's `keep_alive`: client-go's timings, 30 s idle, then 9 probes
+    15 s apart) ends a watch whose peer vanished without a FIN or RST (a node lost, an idle
+    connection dropped by a load balancer), so the informer reconnects instead of waiting
+    on a dead socket for ever; watches have no read timeout (see `Transport.stream`).
+    """
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.connection_pool_maxsize = max(size, configuration.connection_pool_maxsize or 0)
+    configuration.keep_alive = True
+    return k8s.ApiClient(configuration)
+
+
+def resource_path(
+    kind: str, namespace: str | None = None, *, name: str | None = None, sub: str | None = None
+) -> str:
+    """The REST path of a collection or an object."""
+    prefix, plural = PATHS[kind]
+    path = f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
+    if name:
+        path += f"/{name}"
+    return f"{path}/{sub}" if sub else path
+
+
+class Transport:
+    """Raw JSON requests through the official client's ApiClient (auth, TLS, pooling)."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        on_request: Callable[[str], None] | None = None,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ):
+        self.api_client = api_client
+        self._on_request = on_request
+        self.timeout = timeout  # (connect, read) seconds, for every request but watches
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, Any]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        """Send a request; the decoded JSON body, or ApiError."""
+        resp = self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=self.timeout
+        )
+        data = resp.read()
+        if not 200 <= resp.status < 300:
+            raise _api_error(resp.status, data, headers=resp.headers)
+        return json.loads(data) if data else None
+
+    def stream(self, path: str, *, query: list[tuple[str, Any]]) -> Any:
+        """An open watch response (urllib3), for `kubernetes.watch.Watch`.
+
+        No client-side timeout: the server ends the watch (`timeoutSeconds`). A socket
+        read timeout here broke resumption when the server restarted mid-watch
+        (tests/controller/emulated/test_resilience.py caught it).
+        """
+        resp = self._send(
+            "GET", path, query=query, body=None, content_type="application/json", timeout=None
+        )
+        if not 200 <= resp.status < 300:
+            data = resp.read()
+            raise ApiException(status=resp.status, reason=str(data[:200]))
+        return resp.response
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Any,
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float] | None,
+    ) -> Any:
+        if self._on_request is not None:
+            self._on_request(method)
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        params = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or None,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            # Timeouts: a half-open connection must fail, not hang a worker forever.
+            return self.api_client.call_api(*params, _request_timeout=timeout)
+        except ApiException as exc:
+            raise ApiError(int(exc.status or 0), str(exc.reason)) from exc
+        except Exception as exc:  # connection refused, reset, timeouts
+            raise ApiError(0, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _api_error(status: int, data: bytes, *, headers: Any) -> ApiError:
+    message = data.decode("utf-8", "replace")[:500] if data else ""
+    with contextlib.suppress(ValueError, AttributeError):
+        message = json.loads(data).get("message", message)
+    retry = headers.get("Retry-After") if headers is not None else None
+    try:
+        retry_after = float(retry) if retry else None
+    except ValueError:
+        retry_after = None
+    return ApiError(status, message, retry_after=retry_after)

@@ -1,0 +1,1 @@
+"""The running process: manager, work queue, event routing, metrics, probes, logs."""
