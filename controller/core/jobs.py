@@ -10,6 +10,7 @@ no raw upstream body ever reaches the status.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -126,7 +127,7 @@ def parse_result(message: str) -> tuple[RunResult | None, str | None]:
         return None, "the runner's termination message is not a valid summary; ignored"
 
 
-def runner_exit(pods: list[Obj], job_name: str) -> RunnerExit | None:
+def runner_exit(pods: Sequence[Obj], job_name: str) -> RunnerExit | None:
     """The latest terminated runner container among the Job's pods."""
     mine = [p for p in pods if pod_job_name(p) == job_name and _terminated(p)]
     if not mine:

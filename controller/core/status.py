@@ -9,7 +9,8 @@ history of executions whose Jobs were removed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -33,23 +34,45 @@ from controller.core.validation import Problem
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Observed:
-    """What the cache holds for one run."""
+    """Everything one reconcile read about a run, as one frozen value.
+
+    `problem` is an unreadable spec; `answer` is what the API server answered when a
+    child was written, when only the user can fix it (a refusal, a name taken).
+    """
 
     run: Obj
     spec: InferenceRunSpec
     previous: InferenceRunStatus
+    config: Obj | None = None
     config_map: Obj | None = None
     job: Obj | None = None
     cron_job: Obj | None = None
-    jobs: list[Obj] = field(default_factory=list)
-    pods: list[Obj] = field(default_factory=list)
+    jobs: Sequence[Obj] = ()
+    pods: Sequence[Obj] = ()
+    problem: Problem | None = None
+    answer: Problem | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "jobs", tuple(self.jobs))
+        object.__setattr__(self, "pods", tuple(self.pods))
 
     @property
     def generation(self) -> int:
         """The run's metadata.generation."""
         return int((self.run.get("metadata") or {}).get("generation") or 0)
+
+    @property
+    def is_job_lost(self) -> bool:
+        """A one-shot run whose status names a Job that no longer exists."""
+        return not self.spec.is_scheduled and self.job is None and bool(self.previous.job_name)
+
+    @property
+    def is_started(self) -> bool:
+        """A one-shot run whose Job exists or existed: it is frozen from then on (config
+        changes never touch it, and a deleted Job is never re-created)."""
+        return not self.spec.is_scheduled and (self.job is not None or self.is_job_lost)
 
 
 def accepted_want(problem: Problem | None) -> Want:
@@ -136,7 +159,7 @@ def next_schedule(spec: InferenceRunSpec, *, after: datetime) -> datetime | None
     return nxt.astimezone(after.tzinfo).replace(microsecond=0)  # type: ignore[no-any-return]
 
 
-def execution_of(job: Obj, pods: list[Obj]) -> Execution:
+def execution_of(job: Obj, pods: Sequence[Obj]) -> Execution:
     """One history entry from a Job spawned by the CronJob."""
     meta = job.get("metadata") or {}
     state = job_state(job)

@@ -1,0 +1,288 @@
+"""Decide: an observed run in, the writes that converge it and its status out. Pure.
+
+One-shot and scheduled runs each read as one straight flow:
+- one-shot: resolve the config and plan the contract ConfigMap and the Job, until
+  the Job exists (from then on the run is frozen); status from the Job and its pods;
+  `autoDeletePolicy` deletes the run itself once it finished;
+- scheduled: resolve the config and keep the ConfigMap and the CronJob current on
+  every pass; status from the CronJob and the Jobs it spawned; `autoDeletePolicy`
+  deletes finished Jobs; look again at the next schedule time.
+
+The decision assumes its child writes succeed. When the API server answers
+otherwise (an object refused, a name taken, an object we already made), the
+reconciler observes that answer and decides again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from contracts.run import InferenceRunStatus
+from controller.core import builders, names
+from controller.core.builders import Resolved
+from controller.core.jobs import is_finished, job_state
+from controller.core.ports import Kind, Obj
+from controller.core.resolve import resolve
+from controller.core.settings import Settings
+from controller.core.status import Observed, lost_job_status, one_shot_status, scheduled_status
+from controller.core.validation import Problem
+
+OPTIONAL_CRON = ("timeZone", "startingDeadlineSeconds")
+OPTIONAL_JOB = ("activeDeadlineSeconds",)
+
+
+@dataclass(frozen=True)
+class Create:
+    """Create `body`; AlreadyExists means: read it, and keep it if it is ours."""
+
+    kind: Kind
+    body: Obj
+
+
+@dataclass(frozen=True)
+class Patch:
+    """Patch an object we own: a merge patch (dict) or a JSON patch (list)."""
+
+    kind: Kind
+    namespace: str
+    name: str
+    body: Obj | list[Obj]
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Delete an object, only while it still has `uid`."""
+
+    kind: Kind
+    namespace: str
+    name: str
+    uid: str
+
+
+ChildWrite = Create | Patch
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Child writes in order, the run's status, deletions and when to look again."""
+
+    writes: tuple[ChildWrite, ...]
+    status: InferenceRunStatus
+    deletions: tuple[Delete, ...] = ()
+    requeue_after: float | None = None
+
+
+def decide(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
+    """What to write for a run, and what its status is, from what was observed."""
+    flow = _scheduled if obs.spec.is_scheduled else _one_shot
+    return flow(obs, settings, now=now)
+
+
+def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
+    stamp = now.replace(microsecond=0)
+    if obs.is_job_lost:
+        return Decision((), lost_job_status(obs, now=stamp))
+    writes: tuple[ChildWrite, ...] = ()
+    problem = obs.problem
+    if problem is None and not obs.is_started:
+        resolved = _resolve(obs, settings)
+        if isinstance(resolved, Problem):
+            problem = resolved
+        elif obs.answer is not None:
+            problem = obs.answer
+        else:
+            config_map = builders.build_config_map(resolved)
+            job = builders.build_job(resolved, settings)
+            writes, problem = _child_writes(obs, [(config_map, obs.config_map), (job, obs.job)])
+    status = one_shot_status(obs, problem=problem, now=stamp)
+    deletions, wait = _run_deletion(obs, status, now=now)
+    return Decision(writes, status, deletions, wait)
+
+
+def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
+    writes: tuple[ChildWrite, ...] = ()
+    problem = obs.problem
+    resolved: Resolved | None = None
+    if problem is None:
+        found = _resolve(obs, settings)
+        resolved = None if isinstance(found, Problem) else found
+        problem = found if isinstance(found, Problem) else None
+    if resolved is not None and obs.answer is not None:
+        problem = obs.answer
+    elif resolved is not None:
+        config_map = builders.build_config_map(resolved)
+        cron_job = builders.build_cron_job(resolved, settings)
+        pairs = [(config_map, obs.config_map), (cron_job, obs.cron_job)]
+        writes, problem = _child_writes(obs, pairs)
+    status = scheduled_status(obs, problem=problem, now=now.replace(microsecond=0))
+    waits = [_until_next(status, settings, now=now)]
+    deletions: list[Delete] = []
+    if resolved is not None:
+        spec = resolved.config_spec
+        for job in obs.jobs:
+            wait = _job_deletion_wait(
+                job, spec.auto_delete_policy, spec.auto_delete_delay_seconds, now
+            )
+            if wait == 0:
+                deletions.append(_delete("Job", job))
+            waits.append(wait)
+    pending = [w for w in waits if w is not None and w > 0]
+    return Decision(writes, status, tuple(deletions), min(pending) if pending else None)
+
+
+def _resolve(obs: Observed, settings: Settings) -> Resolved | Problem:
+    return resolve(obs.run, obs.spec, lookup=lambda _ns, _name: obs.config, settings=settings)
+
+
+# -- child writes ---------------------------------------------------------------------------
+
+
+def _child_writes(
+    obs: Observed, pairs: list[tuple[Obj, Obj | None]]
+) -> tuple[tuple[ChildWrite, ...], Problem | None]:
+    """Writes that bring each (desired, observed) child up to date, in order; a child we
+    do not own stops the plan with NameConflict."""
+    uid = str((obs.run.get("metadata") or {}).get("uid") or "")
+    writes: list[ChildWrite] = []
+    for desired, current in pairs:
+        if current is None:
+            writes.append(Create(desired["kind"], desired))
+            continue
+        if not is_owned_by(current, uid):
+            return tuple(writes), not_owned(desired["kind"], current)
+        if (patch := drift_patch(desired, current)) is not None:
+            meta = desired["metadata"]
+            writes.append(Patch(desired["kind"], meta["namespace"], meta["name"], patch))
+    return tuple(writes), None
+
+
+def is_owned_by(obj: Obj, uid: str) -> bool:
+    """True when `obj` has a controller owner reference to `uid`."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)
+
+
+def not_owned(kind: str, obj: Obj) -> Problem:
+    """The NameConflict problem for an object with our name that is not ours."""
+    name = obj["metadata"]["name"]
+    return Problem(
+        "metadata.name",
+        "NameConflict",
+        f'{kind} "{name}" already exists and is not owned by this run; longrun leaves it '
+        "alone: delete it or rename the run",
+    )
+
+
+def drift_patch(desired: Obj, current: Obj) -> Obj | list[Obj] | None:
+    """The patch that brings a child we own back to `desired`, or None when current.
+
+    Only fields we own are written: a ConfigMap's data; a CronJob's spec, whose drift
+    shows in our spec-hash annotation (the API server defaults fields we never set). A
+    Job is never updated: its pod template is immutable, and so is a one-shot run.
+    """
+    kind = desired["kind"]
+    if kind == "ConfigMap":
+        return None if current.get("data") == desired["data"] else {"data": desired["data"]}
+    if kind == "CronJob" and _hash_of(current) != (wanted := _hash_of(desired)):
+        return [*cron_job_ops(current, desired["spec"]), _annotation_op(current, wanted or "")]
+    return None
+
+
+def _hash_of(obj: Obj) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(names.SPEC_HASH_ANNOTATION)
+    return value if isinstance(value, str) else None
+
+
+def cron_job_ops(current: Obj, spec: Obj) -> list[Obj]:
+    """JSON patch ops setting every CronJob field we own, and removing owned ones we dropped.
+
+    Fields the API server defaulted and we never set (completionMode, parallelism,
+    ...) are left as they are: replacing the whole spec would drop them, and the
+    real API server only re-defaults them on update, which an emulator may not.
+    """
+    have = current.get("spec") or {}
+    have_job = (have.get("jobTemplate") or {}).get("spec") or {}
+    ops: list[Obj] = []
+    for key, value in spec.items():
+        if key != "jobTemplate":
+            ops.append({"op": "add", "path": f"/spec/{key}", "value": value})
+    ops += [
+        {"op": "remove", "path": f"/spec/{k}"} for k in OPTIONAL_CRON if k in have and k not in spec
+    ]
+    template = spec["jobTemplate"]
+    ops.append({"op": "add", "path": "/spec/jobTemplate/metadata", "value": template["metadata"]})
+    for key, value in template["spec"].items():
+        ops.append({"op": "add", "path": f"/spec/jobTemplate/spec/{key}", "value": value})
+    ops += [
+        {"op": "remove", "path": f"/spec/jobTemplate/spec/{k}"}
+        for k in OPTIONAL_JOB
+        if k in have_job and k not in template["spec"]
+    ]
+    return ops
+
+
+def _annotation_op(current: Obj, wanted: str) -> Obj:
+    escaped = names.SPEC_HASH_ANNOTATION.replace("~", "~0").replace("/", "~1")
+    if (current.get("metadata") or {}).get("annotations"):
+        return {"op": "add", "path": f"/metadata/annotations/{escaped}", "value": wanted}
+    value = {names.SPEC_HASH_ANNOTATION: wanted}
+    return {"op": "add", "path": "/metadata/annotations", "value": value}
+
+
+# -- autoDeletePolicy -------------------------------------------------------------------------
+
+
+def should_delete(policy: str, phase: str | None) -> bool:
+    """Whether autoDeletePolicy removes something that finished in `phase`."""
+    if policy == "DeleteOnCompletion":
+        return phase in ("Succeeded", "Failed")
+    return policy == "DeleteOnSuccess" and phase == "Succeeded"
+
+
+def is_deleting(obj: Obj) -> bool:
+    """True when the object has a deletionTimestamp."""
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _run_deletion(
+    obs: Observed, status: InferenceRunStatus, *, now: datetime
+) -> tuple[tuple[Delete, ...], float | None]:
+    # The policy and delay travel on the Job (annotations), fixed when it was made.
+    if obs.job is None or status.phase not in ("Succeeded", "Failed"):
+        return (), None
+    annotations = obs.job["metadata"].get("annotations") or {}
+    if not should_delete(annotations.get(names.POLICY_ANNOTATION, "None"), status.phase):
+        return (), None
+    delay = int(annotations.get(names.DELAY_ANNOTATION) or 0)
+    wait = _remaining(status.completion_time, delay, now=now)
+    if wait > 0:
+        return (), wait
+    return (_delete("InferenceRun", obs.run),), None
+
+
+def _job_deletion_wait(job: Obj, policy: str, delay: int, now: datetime) -> float | None:
+    """None: keep the Job; 0: delete it now; else: seconds until it may be deleted."""
+    state = job_state(job)
+    if not is_finished(state) or not should_delete(policy, state.phase) or is_deleting(job):
+        return None
+    return max(_remaining(state.finish_time, delay, now=now), 0.0)
+
+
+def _remaining(finished: datetime | None, delay: int, *, now: datetime) -> float:
+    if finished is None or delay <= 0:
+        return 0.0
+    return (finished + timedelta(seconds=delay) - now).total_seconds()
+
+
+def _until_next(status: InferenceRunStatus, settings: Settings, *, now: datetime) -> float | None:
+    if status.next_schedule_time is None:
+        return None
+    seconds = (status.next_schedule_time - now).total_seconds() + 1
+    return min(max(seconds, 1.0), settings.polling_interval)
+
+
+def _delete(kind: Kind, obj: Obj) -> Delete:
+    meta: dict[str, Any] = obj["metadata"]
+    return Delete(kind, meta["namespace"], meta["name"], meta["uid"])

@@ -1,0 +1,88 @@
+"""Observe: read everything one reconcile needs about a run, once, into a frozen value.
+
+Reads come from the informer caches, with two live reads where a cache may lag:
+- the status names a Job the cache lacks: ask the API server once before believing
+  it is gone (unless the run already finished);
+- a Job finished but its pods' watch has not delivered the runner's exit yet: list
+  its pods once, on the pass that sees it finish (a scheduled run's Job may be
+  deleted right after this pass, so its result is read now or never).
+"""
+
+from __future__ import annotations
+
+from contracts.run import ConfigRef, InferenceRunSpec
+from controller.core import names
+from controller.core.decide import is_deleting, is_owned_by
+from controller.core.jobs import is_finished, job_state, runner_exit
+from controller.core.ports import Cluster, Obj
+from controller.core.resolve import parse_run_spec
+from controller.core.status import Observed, previous_status
+
+PLACEHOLDER_SPEC = InferenceRunSpec(config_ref=ConfigRef(name="invalid"))
+FINISHED = ("Succeeded", "Failed")
+
+
+def observe(cluster: Cluster, key: str) -> Observed | None:
+    """Everything about the run `key`; None when it is gone or being deleted."""
+    namespace, name = names.split_key(key)
+    run = cluster.get_run(namespace, name)
+    if run is None or is_deleting(run):
+        return None
+    spec, problem = parse_run_spec(run)
+    children = cluster.children(namespace, name)
+    obs = Observed(
+        run=run,
+        spec=spec or PLACEHOLDER_SPEC,
+        previous=previous_status(run),
+        config=_config(cluster, run, spec),
+        config_map=children.config_map,
+        job=children.job,
+        cron_job=children.cron_job,
+        jobs=children.jobs,
+        pods=children.pods,
+        problem=problem,
+    )
+    obs = _with_lost_job(cluster, obs)
+    return _with_exits(cluster, obs)
+
+
+def _config(cluster: Cluster, run: Obj, spec: InferenceRunSpec | None) -> Obj | None:
+    if spec is None:
+        return None
+    namespace = spec.config_ref.namespace or run["metadata"].get("namespace", "")
+    return cluster.get_config(namespace, spec.config_ref.name)
+
+
+def _with_lost_job(cluster: Cluster, obs: Observed) -> Observed:
+    if not obs.is_job_lost or obs.previous.phase in FINISHED:
+        return obs
+    meta = obs.run["metadata"]
+    live = cluster.read("Job", meta["namespace"], str(obs.previous.job_name))
+    if live is None or not is_owned_by(live, meta["uid"]):
+        return obs
+    return Observed(**{**vars(obs), "job": live})
+
+
+def _with_exits(cluster: Cluster, obs: Observed) -> Observed:
+    pods = list(obs.pods)
+    for job in jobs_missing_exit(obs):
+        meta = job["metadata"]
+        pods += cluster.job_pods(meta["namespace"], meta["name"])
+    return obs if len(pods) == len(obs.pods) else Observed(**{**vars(obs), "pods": pods})
+
+
+def jobs_missing_exit(obs: Observed) -> list[Obj]:
+    """Finished Jobs whose runner exit is not among the cached pods, on the pass that sees
+    them finish (not on every resync once the status records them)."""
+    if obs.spec.is_scheduled:
+        recorded = {e.job_name for e in obs.previous.history if e.phase in FINISHED}
+        candidates = [j for j in obs.jobs if j["metadata"]["name"] not in recorded]
+    elif obs.previous.result is None and obs.previous.phase not in FINISHED:
+        candidates = [obs.job] if obs.job is not None else []
+    else:
+        candidates = []
+    return [
+        job
+        for job in candidates
+        if is_finished(job_state(job)) and runner_exit(obs.pods, job["metadata"]["name"]) is None
+    ]
