@@ -12,8 +12,6 @@ from datetime import datetime
 
 from contracts.base import Condition
 
-CONDITION_TYPES = ("Accepted", "Running", "Complete", "Failed")
-
 
 @dataclass(frozen=True)
 class Want:
@@ -28,12 +26,6 @@ class Want:
 def find(conditions: list[Condition], type_: str) -> Condition | None:
     """The condition of `type_`, if present."""
     return next((c for c in conditions if c.type == type_), None)
-
-
-def is_true(conditions: list[Condition], type_: str) -> bool:
-    """True when the condition of `type_` is present with status True."""
-    found = find(conditions, type_)
-    return found is not None and found.status == "True"
 
 
 def resolve(

@@ -7,7 +7,6 @@ instead of surfacing later as a confusing reconcile error.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
 from collections.abc import Mapping
@@ -82,18 +81,6 @@ class Settings:
     lease_duration: int = 15
     renew_deadline: int = 10
     retry_period: int = 2
-
-    def is_image_allowed(self, image: str) -> bool:
-        """True when `image` matches an ALLOWED_IMAGES glob (an empty list allows any)."""
-        return not self.allowed_images or any(
-            fnmatch.fnmatchcase(image, pattern) for pattern in self.allowed_images
-        )
-
-    def is_service_account_allowed(self, name: str) -> bool:
-        """True when `name` is on ALLOWED_SERVICE_ACCOUNTS or is the runner default."""
-        if name == self.runner_service_account:
-            return True
-        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.allowed_service_accounts)
 
 
 def default_namespace(env: Mapping[str, str], *, sa_file: str = SA_NAMESPACE_FILE) -> str:

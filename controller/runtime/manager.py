@@ -49,7 +49,6 @@ class Manager:
         self.identity = identity or f"longrun-{uuid.uuid4().hex[:8]}"
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue(metrics=self.metrics, base_delay=base_delay)
-        self.requests: dict[str, int] = {}
         informers = 7 * max(1, len(settings.watch_namespaces))
         pooled = with_pool_size(api_client, informers + settings.max_reconcile_rate + 4)
         self.transport = Transport(pooled, on_request=self._count_request)
@@ -68,7 +67,6 @@ class Manager:
         self.on_lost_leadership: Callable[[], None] = lambda: None
 
     def _count_request(self, method: str) -> None:
-        self.requests[method] = self.requests.get(method, 0) + 1
         self.metrics.rest_requests.inc(method=method)
 
     def _make_elector(self, api_client: Any) -> Elector:

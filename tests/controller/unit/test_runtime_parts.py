@@ -130,7 +130,7 @@ def test_settings_from_env() -> None:
     )
     assert s.watch_namespaces == ("a", "b") and not s.leader_election
     assert s.leader_election_namespace == "ops"
-    assert s.is_image_allowed("ghcr.io/x/runner:1") and not s.is_image_allowed("evil/runner")
+    assert s.allowed_images == ("ghcr.io/x/*",)
 
 
 def test_metrics_use_controller_runtime_names() -> None:
