@@ -73,7 +73,13 @@ def true_condition(obj: Obj, type_: str) -> Obj | None:
 
 
 def job_state(job: Obj) -> JobState:
-    """The phase of a Job from its status."""
+    """The phase of a Job from its status.
+
+    Only `Complete` and `Failed` end an execution. A started Job never goes back to
+    Pending: it has `active: 0` between a failed pod and its replacement (the back-off),
+    and from Kubernetes 1.31 on it has `SuccessCriteriaMet` or `FailureTarget` while its
+    pods terminate, before `Complete` or `Failed`. Both mean Running (finishing).
+    """
     status = job.get("status") or {}
     started = parse_time(status.get("startTime"))
     if done := true_condition(job, "Complete"):
@@ -90,8 +96,15 @@ def job_state(job: Obj) -> JobState:
             started,
             parse_time(failed.get("lastTransitionTime")),
         )
+    for finishing in ("SuccessCriteriaMet", "FailureTarget"):
+        if true_condition(job, finishing):
+            return JobState("Running", finishing, "", started)
     if int(status.get("active") or 0) > 0:
         return JobState("Running", "JobRunning", "", started)
+    if started is not None or int(status.get("failed") or 0) > 0:
+        return JobState(
+            "Running", "JobRetrying" if status.get("failed") else "JobRunning", "", started
+        )
     return JobState("Pending", "JobPending", "", started)
 
 

@@ -137,3 +137,54 @@ def test_events_only_on_transitions() -> None:
     events = transition_events(pending, broken)
     assert [(e.type, e.reason) for e in events] == [("Warning", "ConfigNotFound")]
     assert transition_events(broken, broken) == []
+
+
+# Kubernetes >= 1.31: what a real Job controller reports for a failing Job with
+# backoffLimit 2, in order (acceptance testing on v1.36 saw each of these).
+FAILING_JOB_SEQUENCE = [
+    {},  # created, not yet seen by the Job controller
+    {"startTime": "2026-01-01T00:00:00Z", "active": 1},
+    {"startTime": "2026-01-01T00:00:00Z", "active": 0, "failed": 1},  # back-off
+    {"startTime": "2026-01-01T00:00:00Z", "active": 1, "failed": 1},
+    {"startTime": "2026-01-01T00:00:00Z", "active": 0, "failed": 2},  # back-off
+    {
+        "startTime": "2026-01-01T00:00:00Z",
+        "active": 0,
+        "failed": 3,
+        "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"}
+        ],
+    },
+    {
+        "startTime": "2026-01-01T00:00:00Z",
+        "failed": 3,
+        "conditions": [
+            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded"},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"},
+        ],
+    },
+]
+
+
+def test_started_job_never_goes_back_to_pending() -> None:
+    phases = [one_shot_status(observed(job=job(s)), problem=None, now=NOW).phase
+              for s in FAILING_JOB_SEQUENCE]  # fmt: skip
+    assert phases == ["Pending", "Running", "Running", "Running", "Running", "Running", "Failed"]
+
+
+def test_success_criteria_met_is_running_until_complete() -> None:
+    met = {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached"}
+    finishing = {"startTime": "2026-01-01T00:00:00Z", "active": 0, "succeeded": 1,
+                 "conditions": [met]}  # fmt: skip
+    assert one_shot_status(observed(job=job(finishing)), problem=None, now=NOW).phase == "Running"
+    done = {**finishing, "conditions": [met, {"type": "Complete", "status": "True"}]}
+    assert one_shot_status(observed(job=job(done)), problem=None, now=NOW).phase == "Succeeded"
+
+
+def test_a_failing_job_with_retries_records_one_event_per_phase() -> None:
+    previous, reasons = InferenceRunStatus(), []
+    for s in FAILING_JOB_SEQUENCE:
+        status = one_shot_status(observed(job=job(s), previous=previous), problem=None, now=NOW)
+        reasons += [e.reason for e in transition_events(previous, status)]
+        previous = status
+    assert reasons == ["Pending", "Running", "BackoffLimitExceeded"]
