@@ -5,8 +5,10 @@ The rules the code relies on:
   object and decide from its owner reference, never create under another name.
 - An object we do not own is left alone and reported (`NameConflict`); an object
   the API server refuses (400/422) is reported (`ChildRejected`): both are user
-  errors, not retried until something changes. Every other error propagates, and
-  the work queue retries it with backoff.
+  errors, not retried until something changes.
+- A write forbidden by admission (403: an exceeded ResourceQuota, a webhook, or RBAC)
+  is reported the same way, and retried with backoff, since the quota may free up.
+  Every other error propagates, and the work queue retries it with backoff.
 - What the API server answered is observed: the reconciler decides again from it.
 """
 
@@ -27,6 +29,7 @@ class Written:
 
     objects: tuple[tuple[Kind, Obj], ...] = ()
     problem: Problem | None = None
+    retry: ApiError | None = None  # raise it once the problem is reported
 
 
 def is_refusal(exc: ApiError) -> bool:
@@ -34,11 +37,20 @@ def is_refusal(exc: ApiError) -> bool:
     return exc.status in (400, 422)
 
 
+def is_forbidden(exc: ApiError) -> bool:
+    """403: admission (a quota, a webhook) or RBAC forbids the write, for now."""
+    return exc.status == 403
+
+
 def _refused(kind: Kind, name: str, exc: ApiError) -> Problem:
+    if is_forbidden(exc):
+        advice = "retrying with backoff; free the quota or fix the policy that forbids it"
+    else:
+        advice = "fix the run or its config"
     return Problem(
         "spec",
         "ChildRejected",
-        f'the API server refused {kind} "{name}": {exc.message}; fix the run or its config',
+        f'the API server refused {kind} "{name}" ({exc.status}): {exc.message}; {advice}',
     )
 
 
@@ -50,6 +62,11 @@ def write_children(cluster: Cluster, writes: tuple[ChildWrite, ...], *, uid: str
             objects.append((write.kind, _write(cluster, write, uid=uid)))
         except _UserError as exc:
             return Written(tuple(objects), exc.problem)
+        except ApiError as exc:
+            if not is_forbidden(exc):
+                raise
+            name = write.body["metadata"]["name"] if isinstance(write, Create) else write.name
+            return Written(tuple(objects), _refused(write.kind, name, exc), retry=exc)
     return Written(tuple(objects))
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from controller.core.decide import Decision, decide
-from controller.core.ports import Cluster
+from controller.core.ports import ApiError, Cluster
 from controller.core.settings import Settings
 from controller.core.status import Observed
 from controller.reconcile.act import Written, delete, publish, write_children
@@ -49,12 +49,14 @@ class Reconciler:
         obs = observe(self.cluster, key)  # 1. everything, read once
         if obs is None:
             return Result()
-        decision = self._converge(obs)  # 2-3. decide, write children, decide again
+        decision, retry = self._converge(obs)  # 2-3. decide, write children, decide again
         publish(self.cluster, obs, decision)  # 4. status and events
+        if retry is not None:
+            raise retry  # reported; the work queue retries with backoff
         delete(self.cluster, decision.deletions)  # 5. autoDeletePolicy
         return Result(decision.requeue_after)
 
-    def _converge(self, obs: Observed) -> Decision:
+    def _converge(self, obs: Observed) -> tuple[Decision, ApiError | None]:
         decision = decide(obs, self.settings, now=self.now())
         uid = str(obs.run["metadata"].get("uid") or "")
         # Each pass writes children and observes the answers, which settles them: a
@@ -65,7 +67,9 @@ class Reconciler:
             written = write_children(self.cluster, decision.writes, uid=uid)
             obs = learned(obs, written)
             decision = decide(obs, self.settings, now=self.now())
-        return decision
+            if written.retry is not None:
+                return decision, written.retry
+        return decision, None
 
 
 def learned(obs: Observed, written: Written) -> Observed:

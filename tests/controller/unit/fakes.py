@@ -73,9 +73,11 @@ class FakeCluster:
     def writes(self) -> list[tuple[str, str, str]]:
         return [c for c in self.calls if c[0] in WRITE_VERBS]
 
-    def _check(self, verb: str) -> None:
-        if verb in self.fail:
-            raise self.fail.pop(verb)
+    def _check(self, verb: str, kind: str = "") -> None:
+        """Raise the failure set for `verb` or for `"verb Kind"`, once."""
+        for key in (f"{verb} {kind}", verb):
+            if key in self.fail:
+                raise self.fail.pop(key)
 
     # -- ports.Cluster -------------------------------------------------------------------------
     def get_run(self, namespace: str, name: str) -> Obj | None:
@@ -121,7 +123,7 @@ class FakeCluster:
     def create(self, kind: Kind, body: Obj) -> Obj:
         meta = body["metadata"]
         self.calls.append(("create", kind, meta["name"]))
-        self._check("create")
+        self._check("create", kind)
         if (kind, meta["namespace"], meta["name"]) in self.objects:
             raise ApiError(409, "AlreadyExists")
         return self.put(kind, body)

@@ -138,6 +138,27 @@ def test_object_the_api_server_refuses_is_a_user_error_not_a_retry(cluster: Fake
     assert "Too long" in accepted["message"] and ("event", "ChildRejected", "run") in cluster.calls
 
 
+def test_job_forbidden_by_a_quota_is_reported_and_retried(cluster: FakeCluster) -> None:
+    # What a real API server answers for `kubectl create quota no-jobs --hard=count/jobs.batch=0`.
+    quota = (
+        'jobs.batch "run" is forbidden: exceeded quota: no-jobs, requested: count/jobs.batch=1, '
+        "used: count/jobs.batch=0, limited: count/jobs.batch=0"
+    )
+    cluster.put("InferenceRun", run())
+    cluster.fail["create Job"] = ApiError(403, quota)
+    with pytest.raises(ApiError):  # the work queue retries it with backoff
+        reconciler(cluster).reconcile(f"{NS}/run")
+    status = (cluster.get("InferenceRun", NS, "run") or {})["status"]
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "ChildRejected")
+    assert "exceeded quota: no-jobs" in accepted["message"] and "retrying" in accepted["message"]
+    assert ("event", "ChildRejected", "run") in cluster.calls
+    reconciler(cluster).reconcile(f"{NS}/run")  # the quota was raised: the retry creates the Job
+    assert cluster.get("Job", NS, "run") is not None
+    status = (cluster.get("InferenceRun", NS, "run") or {})["status"]
+    assert next(c for c in status["conditions"] if c["type"] == "Accepted")["status"] == "True"
+
+
 def test_auto_delete_waits_for_the_delay_then_deletes(cluster: FakeCluster) -> None:
     cluster.put(
         "InferenceConfig", config(autoDeletePolicy="DeleteOnSuccess", autoDeleteDelaySeconds=60)
