@@ -12,6 +12,7 @@ from typing import Any, Literal, Protocol
 
 Obj = dict[str, Any]
 Kind = Literal["ConfigMap", "Job", "CronJob", "InferenceRun"]
+StatusKind = Literal["InferenceRun", "InferenceConfig"]
 EventType = Literal["Normal", "Warning"]
 
 
@@ -77,14 +78,17 @@ class Cluster(Protocol):
         """A JSON merge patch (dict body) or JSON patch (list body) of an object."""
         ...
 
-    def patch_status(self, namespace: str, name: str, status: Obj) -> Obj:
-        """JSON merge patch of an InferenceRun's /status subresource."""
+    def patch_status(
+        self, namespace: str, name: str, status: Obj, *, kind: StatusKind = "InferenceRun"
+    ) -> Obj:
+        """JSON merge patch of a run's (or a config's) /status subresource."""
         ...
 
     def delete(self, kind: Kind, namespace: str, name: str, *, uid: str) -> None:
         """Delete with Background propagation, only if the object still has `uid`."""
         ...
 
-    def emit_event(self, run: Obj, *, type_: EventType, reason: str, message: str) -> None:
-        """Record a Kubernetes Event about a run (best effort: never raises)."""
+    def emit_event(self, obj: Obj, *, type_: EventType, reason: str, message: str) -> None:
+        """Record a Kubernetes Event about a run or config (`obj["kind"]`, InferenceRun when
+        absent); best effort: never raises."""
         ...

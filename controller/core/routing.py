@@ -5,7 +5,8 @@ The adapter keeps the caches and calls these plain functions on every event:
   GenerationChangedPredicate), not on a status-only update, most often our own;
 - a run no controller has reported on yet goes first: it waits for nothing but
   its Job;
-- a config change wakes every run that uses it;
+- a config change wakes every run that uses it, and the config itself when its spec
+  changed (its own status says whether it is usable);
 - a child (ConfigMap, Job, CronJob, Pod) wakes the run it was made for, unless
   the event only echoes an object we wrote ourselves and already reconciled with.
 """
@@ -20,6 +21,7 @@ from controller.core import names
 
 Obj = dict[str, Any]
 Generation = tuple[str, int]  # (uid, metadata.generation)
+CONFIG_PREFIX = "InferenceConfig/"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,17 @@ def owner_kind(obj: Obj) -> str | None:
         if ref.get("controller"):
             return str(ref.get("kind"))
     return None
+
+
+def config_key(key: str) -> str:
+    """The work-queue key of a config: run keys are `namespace/name`, config keys
+    `InferenceConfig/namespace/name` (names never hold a slash, so both stay distinct)."""
+    return f"{CONFIG_PREFIX}{key}"
+
+
+def split_config_key(key: str) -> str | None:
+    """The `namespace/name` of a config's work-queue key; None for a run key."""
+    return key.removeprefix(CONFIG_PREFIX) if key.startswith(CONFIG_PREFIX) else None
 
 
 def run_of(obj: Obj) -> str | None:
@@ -111,7 +124,8 @@ def wakes(
             return []
         return [Wake(object_key(obj), urgent=present and is_new_run(obj))]
     if kind == "InferenceConfig":
-        return [Wake(user) for user in users(object_key(obj))]
+        own = [Wake(config_key(object_key(obj)))] if present and spec_changed else []
+        return own + [Wake(user) for user in users(object_key(obj))]
     run = run_of(obj)
     if run is None or (present and own_write):
         return []

@@ -24,9 +24,10 @@ from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer
 
 from contracts.resources import GROUP, VERSION
 from controller.core import names
-from controller.core.ports import ApiError, Children, EventType, Kind, Obj
+from controller.core.ports import ApiError, Children, EventType, Kind, Obj, StatusKind
 from controller.core.routing import (
     Generation,
+    config_key,
     config_of,
     generation_of,
     is_own_write,
@@ -42,6 +43,7 @@ from controller.kube.transport import JSON_PATCH, MERGE_PATCH, Transport, resour
 
 log = logging.getLogger(__name__)
 CHILD_KINDS = ("ConfigMap", "Job", "CronJob", "Pod")
+SPEC_KINDS = ("InferenceRun", "InferenceConfig")  # reconciled on spec changes only
 
 
 class Enqueue(Protocol):
@@ -127,7 +129,8 @@ class KubeCluster:
             kind,
             obj,
             present=present,
-            spec_changed=kind == "InferenceRun" and self._spec_changed(key, obj, present=present),
+            spec_changed=kind in SPEC_KINDS
+            and self._spec_changed(f"{kind}/{key}", obj, present=present),
             own_write=is_own_write(written, obj),
             users=self.index.users,
         )
@@ -211,6 +214,11 @@ class KubeCluster:
         """Every cached run's key."""
         return [k for i in self._informers["InferenceRun"] for k in i.cache.list_keys()]
 
+    def config_keys(self) -> list[str]:
+        """Every cached config's work-queue key (`InferenceConfig/namespace/name`)."""
+        informers = self._informers["InferenceConfig"]
+        return [config_key(k) for i in informers for k in i.cache.list_keys()]
+
     def phase_counts(self) -> dict[str, int]:
         """Cached runs per status phase (for `longrun_runs`)."""
         counts: dict[str, int] = defaultdict(int)
@@ -278,12 +286,14 @@ class KubeCluster:
         self._write_through(kind, obj)
         return obj
 
-    def patch_status(self, namespace: str, name: str, status: Obj) -> Obj:
-        """Merge patch of an InferenceRun's /status."""
-        path = resource_path("InferenceRun", namespace, name=name, sub="status")
+    def patch_status(
+        self, namespace: str, name: str, status: Obj, *, kind: StatusKind = "InferenceRun"
+    ) -> Obj:
+        """Merge patch of a run's (or a config's) /status."""
+        path = resource_path(kind, namespace, name=name, sub="status")
         body = {"status": status}
         obj: Obj = self.transport.request("PATCH", path, body=body, content_type=MERGE_PATCH)
-        self._write_through("InferenceRun", obj)
+        self._write_through(kind, obj)
         return obj
 
     def delete(self, kind: Kind, namespace: str, name: str, *, uid: str) -> None:
@@ -300,10 +310,10 @@ class KubeCluster:
             if not exc.is_not_found:
                 raise
 
-    def emit_event(self, run: Obj, *, type_: EventType, reason: str, message: str) -> None:
-        """Queue a core/v1 Event about a run; a background thread posts it (as client-go's
-        EventBroadcaster does), so events never slow a reconcile down."""
-        self._events.put(self._event_body(run, type_=type_, reason=reason, message=message))
+    def emit_event(self, obj: Obj, *, type_: EventType, reason: str, message: str) -> None:
+        """Queue a core/v1 Event about a run or config; a background thread posts it (as
+        client-go's EventBroadcaster does), so events never slow a reconcile down."""
+        self._events.put(self._event_body(obj, type_=type_, reason=reason, message=message))
 
     def _post_events(self) -> None:
         while (body := self._events.get()) is not None:
@@ -313,8 +323,8 @@ class KubeCluster:
             except ApiError as exc:
                 log.warning("could not record event %s: %s", body.get("reason"), exc)
 
-    def _event_body(self, run: Obj, *, type_: EventType, reason: str, message: str) -> Obj:
-        meta = run.get("metadata") or {}
+    def _event_body(self, obj: Obj, *, type_: EventType, reason: str, message: str) -> Obj:
+        meta = obj.get("metadata") or {}
         stamp = self._now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
             "apiVersion": "v1",
@@ -322,7 +332,7 @@ class KubeCluster:
             "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": meta["namespace"]},
             "involvedObject": {
                 "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "InferenceRun",
+                "kind": obj.get("kind") or "InferenceRun",
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "uid": meta.get("uid"),

@@ -17,9 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.core.ports import ApiError
+from controller.core.routing import split_config_key
 from controller.core.settings import Settings
 from controller.kube import Elector, KubeCluster, Transport, with_pool_size
-from controller.reconcile.runs import Reconciler
+from controller.reconcile.configs import ConfigReconciler
+from controller.reconcile.runs import Reconciler, Result
 from controller.runtime.logs import reconcile_context
 from controller.runtime.metrics import Metrics
 from controller.runtime.workqueue import WorkQueue
@@ -60,6 +62,7 @@ class Manager:
             now=now,
         )
         self.reconciler = Reconciler(self.cluster, settings, now=now)
+        self.config_reconciler = ConfigReconciler(self.cluster, settings, now=now)
         self._workers: list[threading.Thread] = []
         self._stop = threading.Event()
         self._leading = threading.Event()
@@ -141,7 +144,7 @@ class Manager:
         self.on_lost_leadership()
 
     def _enqueue_all(self) -> None:
-        for key in self.cluster.run_keys():
+        for key in [*self.cluster.run_keys(), *self.cluster.config_keys()]:
             self.queue.add(key)
 
     def _resync_loop(self) -> None:
@@ -166,7 +169,7 @@ class Manager:
         started = time.monotonic()
         with reconcile_context(key):
             try:
-                result = self.reconciler.reconcile(key)
+                result = self._reconcile(key)
             except ApiError as exc:
                 self._retry(key, exc)
                 return
@@ -182,6 +185,12 @@ class Manager:
             self.queue.add_after(key, result.requeue_after)
         else:
             self.metrics.reconcile_total.inc(result="success")
+
+    def _reconcile(self, key: str) -> Result:
+        config = split_config_key(key)
+        if config is not None:
+            return self.config_reconciler.reconcile(config)
+        return self.reconciler.reconcile(key)
 
     def _retry(self, key: str, exc: ApiError | None) -> None:
         self.metrics.reconcile_total.inc(result="error")

@@ -129,6 +129,7 @@ CONTROLLER_GRANTS = {
     ("longrun.dev", "inferenceruns"): {"get", "list", "watch", "delete"},
     ("longrun.dev", "inferenceconfigs"): {"get", "list", "watch"},
     ("longrun.dev", "inferenceruns/status"): {"patch"},
+    ("longrun.dev", "inferenceconfigs/status"): {"patch"},
     # OwnerReferencesPermissionEnforcement: blockOwnerDeletion on a run's children needs this.
     ("longrun.dev", "inferenceruns/finalizers"): {"update"},
     ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},

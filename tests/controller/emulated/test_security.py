@@ -139,6 +139,17 @@ def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: E
     )
     assert f'put the endpoint Secret in namespace "{env.ns}"' in accepted["message"]
     assert env.jobs() == []
+    config_name = fixed["metadata"]["name"]
+
+    def config_accepted() -> dict:  # type: ignore[type-arg]
+        obj = env.custom.get_namespaced_custom_object(
+            GROUP, VERSION, env.ns, "inferenceconfigs", config_name
+        )
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Accepted"), {})
+
+    # The config itself says so too, at its generation.
+    eventually(lambda: config_accepted().get("reason") == "SecretInOtherNamespace")
     # With the Secret moved into the run's namespace the same config runs unchanged.
     current = env.custom.get_namespaced_custom_object(
         GROUP, VERSION, env.ns, "inferenceconfigs", fixed["metadata"]["name"]
@@ -148,6 +159,8 @@ def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: E
         GROUP, VERSION, env.ns, "inferenceconfigs", fixed["metadata"]["name"], current
     )
     env.wait_phase("Succeeded", name)
+    eventually(lambda: config_accepted().get("status") == "True")
+    assert config_accepted()["observedGeneration"] == 2
     pod = env.jobs()[0]["spec"]["template"]["spec"]
     mounts = {m["mountPath"] for m in pod["containers"][0]["volumeMounts"]}
     assert {

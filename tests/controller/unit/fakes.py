@@ -135,11 +135,13 @@ class FakeCluster:
         updated = json_patch(current, body) if isinstance(body, list) else merge(current, body)
         return self.put(kind, updated)
 
-    def patch_status(self, namespace: str, name: str, status: Obj) -> Obj:
-        self.calls.append(("patch_status", "InferenceRun", name))
+    def patch_status(
+        self, namespace: str, name: str, status: Obj, *, kind: str = "InferenceRun"
+    ) -> Obj:
+        self.calls.append(("patch_status", kind, name))
         self._check("patch_status")
-        current = self.objects[("InferenceRun", namespace, name)]
-        return self.put("InferenceRun", merge(current, {"status": status}))
+        current = self.objects[(kind, namespace, name)]
+        return self.put(kind, merge(current, {"status": status}))
 
     def delete(self, kind: Kind, namespace: str, name: str, *, uid: str) -> None:
         self.calls.append(("delete", kind, name))

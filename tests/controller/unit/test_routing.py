@@ -14,6 +14,7 @@ from controller.core.routing import (
     is_spec_change,
     owner_kind,
     run_of,
+    split_config_key,
     wakes,
 )
 
@@ -110,3 +111,14 @@ def test_keys_come_from_our_annotation_and_the_config_ref() -> None:
     other["spec"]["configRef"]["namespace"] = "shared"
     assert config_of(other) == "shared/cfg"
     assert owner_kind(child()) == "InferenceRun"
+
+
+def test_config_spec_change_wakes_the_config_itself_but_not_its_status_update() -> None:
+    config = {"metadata": {"namespace": "ns", "name": "cfg"}}
+    changed = wakes("InferenceConfig", config, present=True, spec_changed=True, own_write=False,
+                    users=no_users)  # fmt: skip
+    echo = wakes("InferenceConfig", config, present=True, spec_changed=False, own_write=False,
+                 users=no_users)  # fmt: skip
+    assert changed == [Wake("InferenceConfig/ns/cfg")] and echo == []
+    assert split_config_key("InferenceConfig/ns/cfg") == "ns/cfg"
+    assert split_config_key("ns/run") is None
