@@ -8,15 +8,21 @@ ways:
 
 - `client`: through a fake `Transport` returning the answer (the protocol module alone: rows,
   tensors, JSON, Predictions);
-- `stack`: through the real `ConnectionPool` and `http.client` over a canned socket that reads
-  the answer's HTTP bytes (adds the HTTP layer). For gRPC, a fake channel runs the client's own
-  request serialiser and response deserialiser, so both columns are the same there.
+- `stack`: through the client's own transport (the real `ConnectionPool` and `http.client`)
+  over a canned socket that reads the answer's HTTP bytes (adds the HTTP layer). For gRPC, a
+  fake channel runs the client's own request serialiser and response deserialiser, so both
+  columns are the same there.
+
+With `--hand`, the hand-written direct clients of direct_clients.py (the leanest code for the
+same job, as runner_throughput.py measures against real servers) are timed over the same canned
+answers and sockets: what the runner's generality costs in CPU alone, with no server's noise.
 
 It prints microseconds per batch and per record, best of `--repeats` runs of `--seconds` each
 (CPU time of this process: robust to other jobs, but the best of several runs still is the
 figure to compare). Run it on the old and the new code to compare a change:
 
     python bench/runner_client_cpu.py
+    python bench/runner_client_cpu.py --hand --batch-sizes 256
     python bench/runner_client_cpu.py --batch-sizes 256 --protocols triton-rest,triton-grpc
     python bench/runner_client_cpu.py --profile triton-rest:256   # cProfile of one cell
 """
@@ -25,44 +31,39 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import http.client
 import io
 import json
 import pstats
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
-import numpy as np
-from tritonclient.grpc import service_pb2
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np  # noqa: E402
+from direct_clients import (  # noqa: E402
+    Response,
+    check_direct,
+    hand_client,
+    records_for,
+    runner_client,
+    runner_values,
+)
+from tritonclient.grpc import service_pb2  # noqa: E402
 
-from contracts.model import ModelEndpoint
-from runners.api import InputRecord, ModelClient, Prediction, RunContext
-from runners.cli import settle_garbage_collector
-from runners.models.http import ConnectionPool, HttpResponse
-from runners.models.kserve import KServeV1Client, KServeV2Client
-from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient
-from runners.models.triton_grpc import TritonGrpcClient
+from contracts.model import ModelEndpoint  # noqa: E402
+from runners.api import InputRecord  # noqa: E402
+from runners.cli import settle_garbage_collector  # noqa: E402
 
-IRIS = ([5.1, 3.5, 1.4, 0.2], [5.9, 3.0, 4.2, 1.5], [6.7, 3.0, 5.2, 2.3])
-FEATURES = ("sepal_length", "sepal_width", "petal_length", "petal_width")
-PROMPTS = ("Hello there", "Tell me a story", "1 2 3 4", "What is longrun?")
-CTX = RunContext(run_uid="bench", job_name="bench")
 URL = "http://model:8080"
 EMBEDDING_SIZE = 64
-
-
-def iris_records(count: int) -> list[InputRecord]:
-    rows = [dict(zip(FEATURES, IRIS[i % 3], strict=True)) for i in range(count)]
-    return [InputRecord(i, str(i), row) for i, row in enumerate(rows)]
-
-
-def prompt_records(count: int) -> list[InputRecord]:
-    return [InputRecord(i, str(i), {"prompt": PROMPTS[i % len(PROMPTS)]}) for i in range(count)]
 
 
 # ---------------------------------------------------------------- realistic answers
@@ -199,14 +200,14 @@ def triton_grpc(count: int) -> bytes:
 
 
 class CannedTransport:
-    """A Transport that answers every request with the same response."""
+    """A transport (the REST clients' `transport=` hook) answering every request alike."""
 
     def __init__(self, answer: Answer) -> None:
-        self.response = HttpResponse(200, dict(answer.headers), answer.body)
+        self.response = Response(200, dict(answer.headers), answer.body)
 
     def send(
         self, method: str, url: str, *, body: bytes | None, headers: Mapping[str, str]
-    ) -> HttpResponse:
+    ) -> Response:
         return self.response
 
     def close(self) -> None:
@@ -229,17 +230,16 @@ class CannedSocket:
         pass
 
 
-class CannedPool(ConnectionPool):
-    """The real ConnectionPool and http.client, over a CannedSocket instead of a connection."""
+@contextmanager
+def canned_sockets(answer: Answer) -> Iterator[None]:
+    """Every `http.client` connection that connects inside reads `answer` for each request: the
+    clients' own HTTP stacks run as they are, with no server."""
 
-    def __init__(self, answer: Answer) -> None:
-        super().__init__(timeout=60)
-        self.raw = answer.http_bytes()
+    def connect(conn: http.client.HTTPConnection) -> None:
+        conn.sock = CannedSocket(answer.http_bytes())
 
-    def _open(self, key: Any) -> Any:
-        conn = super()._open(key)
-        conn.sock = CannedSocket(self.raw)
-        return conn
+    with mock.patch.object(http.client.HTTPConnection, "connect", connect):
+        yield
 
 
 class CannedChannel:
@@ -274,11 +274,13 @@ class CannedChannel:
 @dataclass(frozen=True)
 class Case:
     name: str
-    client_class: Any
     endpoint: ModelEndpoint
-    records: Callable[[int], list[InputRecord]]
     answer: Callable[[int], Any]  # Answer for REST, bytes for gRPC
-    grpc: bool = False
+    hand: bool = True  # the hand client sends the requests the answer is for
+
+    @property
+    def grpc(self) -> bool:
+        return self.endpoint.protocol == "triton-grpc"
 
 
 def model(protocol: str, **fields: Any) -> ModelEndpoint:
@@ -290,65 +292,84 @@ JSON_V2 = model("kserve-v2", binary_data=False)
 BINARY_V2 = model("kserve-v2", binary_data=True)
 GRPC = model("triton-grpc")
 CASES = [
-    Case("kserve-v1", KServeV1Client, model("kserve-v1"), iris_records, kserve_v1),
-    Case("kserve-v2", KServeV2Client, JSON_V2, iris_records, kserve_v2),
-    Case("mlserver-v2", KServeV2Client, JSON_V2, iris_records, mlserver_v2),
-    Case("triton-rest", KServeV2Client, BINARY_V2, iris_records, triton_binary),
-    Case("kserve-grpc", TritonGrpcClient, GRPC, iris_records, kserve_grpc, grpc=True),
-    Case("mlserver-grpc", TritonGrpcClient, GRPC, iris_records, mlserver_grpc, grpc=True),
-    Case("triton-grpc", TritonGrpcClient, GRPC, iris_records, triton_grpc, grpc=True),
-    Case("chat", ChatClient, model("openai-chat", max_tokens=8), prompt_records, chat),
-    Case(
-        "completions", CompletionsClient, model("openai-completions"), prompt_records, completions
-    ),
-    Case("embeddings", EmbeddingsClient, model("openai-embeddings"), prompt_records, embeddings),
+    Case("kserve-v1", model("kserve-v1"), kserve_v1),
+    Case("kserve-v2", JSON_V2, kserve_v2),
+    Case("mlserver-v2", JSON_V2, mlserver_v2),
+    Case("triton-rest", BINARY_V2, triton_binary),
+    Case("kserve-grpc", GRPC, kserve_grpc),
+    Case("mlserver-grpc", GRPC, mlserver_grpc),
+    Case("triton-grpc", GRPC, triton_grpc),
+    Case("chat", model("openai-chat", max_tokens=8), chat),
+    # The runner sends the batch's prompts as one list; the hand client one prompt per request.
+    Case("completions", model("openai-completions"), completions, hand=False),
+    Case("embeddings", model("openai-embeddings"), embeddings),
 ]
 
 
-def make_client(case: Case, batch: int, *, stack: bool) -> ModelClient:
-    answer = case.answer(batch)
-    if case.grpc:
-        client: ModelClient = case.client_class(case.endpoint, CTX, channel=CannedChannel(answer))
+Call = Callable[[list[InputRecord]], Any]
+
+
+def make_client(case: Case, size: int, *, kind: str) -> tuple[Call, Callable[[], None]]:
+    """(call, close) of the client timed as `kind`, checked on one batch: the runner's `predict`
+    through a canned transport ("client") or its own ("stack", inside `canned`), or the hand
+    client ("hand", inside `canned`), which must answer exactly as the runner's."""
+    answer, batch = case.answer(size), records_for(case.endpoint.protocol, size)
+    channel = CannedChannel(answer) if case.grpc else None
+    if channel is not None:
+        runner = runner_client(case.endpoint, channel=channel)
+    elif kind == "client":
+        runner = runner_client(case.endpoint, transport=CannedTransport(answer))
     else:
-        transport = CannedPool(answer) if stack else CannedTransport(answer)
-        client = case.client_class(case.endpoint, CTX, transport=transport)
-    return client
+        runner = runner_client(case.endpoint)  # its own transport, inside `canned`
+    want = runner_values(runner.predict(batch))  # warms up (and lets clients learn the server)
+    if kind != "hand":
+        return runner.predict, runner.close
+    runner.close()
+    hand = hand_client(case.endpoint, binary=bool(case.endpoint.binary_data), channel=channel)()
+    check_direct(case.name, hand, batch, want)
+    return hand, hand.close
+
+
+def canned(case: Case, size: int, *, kind: str) -> Any:
+    """`canned_sockets` for REST clients timed through an HTTP stack, else nothing."""
+    return nullcontext() if case.grpc or kind == "client" else canned_sockets(case.answer(size))
 
 
 # ---------------------------------------------------------------- timing
 
 
-def per_batch(client: ModelClient, batch: list[InputRecord], *, seconds: float) -> float:
-    """CPU seconds per `predict` call, over as many calls as fit in `seconds`."""
-    outcomes = client.predict(batch)  # warm up (and let clients learn the server)
-    if not all(isinstance(o, Prediction) for o in outcomes):
-        raise RuntimeError(f"the client failed records: {outcomes[:2]}")
+def per_batch(call: Call, batch: list[InputRecord], *, seconds: float) -> float:
+    """CPU seconds per call, over as many calls as fit in `seconds`."""
+    call(batch)  # warm up
     calls, cpu0 = 0, time.process_time()
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         for _ in range(10):
-            client.predict(batch)
+            call(batch)
         calls += 10
     return (time.process_time() - cpu0) / calls
 
 
-def best_per_batch(case: Case, batch_size: int, args: argparse.Namespace, *, stack: bool) -> float:
-    client = make_client(case, batch_size, stack=stack)
-    batch = case.records(batch_size)
-    try:
-        return min(per_batch(client, batch, seconds=args.seconds) for _ in range(args.repeats))
-    finally:
-        client.close()
+def best_per_batch(case: Case, size: int, args: argparse.Namespace, *, kind: str) -> float:
+    batch = records_for(case.endpoint.protocol, size)
+    with canned(case, size, kind=kind):
+        call, close = make_client(case, size, kind=kind)
+        try:
+            return min(per_batch(call, batch, seconds=args.seconds) for _ in range(args.repeats))
+        finally:
+            close()
 
 
-def profile(case: Case, batch_size: int, args: argparse.Namespace) -> None:
-    client = make_client(case, batch_size, stack=True)
-    batch = case.records(batch_size)
-    client.predict(batch)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    per_batch(client, batch, seconds=args.seconds * args.repeats)
-    profiler.disable()
+def profile(case: Case, size: int, args: argparse.Namespace) -> None:
+    batch = records_for(case.endpoint.protocol, size)
+    with canned(case, size, kind="stack"):
+        call, close = make_client(case, size, kind="stack")
+        call(batch)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        per_batch(call, batch, seconds=args.seconds * args.repeats)
+        profiler.disable()
+        close()
     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
 
@@ -362,6 +383,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=0.5, help="per run")
     parser.add_argument("--repeats", type=int, default=5, help="runs per cell; the best counts")
     parser.add_argument("--profile", metavar="PROTOCOL:B", help="cProfile one cell instead")
+    parser.add_argument(
+        "--hand", action="store_true", help="also time the hand clients of direct_clients.py"
+    )
     parser.add_argument(
         "--gc-freeze",
         action="store_true",
@@ -382,18 +406,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     head = f"{'protocol':13} {'B':>4} {'client us/batch':>15} {'us/rec':>7} "
     head += f"{'stack us/batch':>15} {'us/rec':>7}"
+    head += f" {'hand us/batch':>15} {'us/rec':>7}" if args.hand else ""
     print(head)
     print("-" * len(head))
     for name in args.protocols.split(","):
         case = cases[name]
         for size in args.batch_sizes:
-            client = best_per_batch(case, size, args, stack=False) * 1e6
-            stack = client if case.grpc else best_per_batch(case, size, args, stack=True) * 1e6
-            print(
-                f"{name:13} {size:>4} {client:>15.1f} {client / size:>7.2f} "
-                f"{stack:>15.1f} {stack / size:>7.2f}",
-                flush=True,
-            )
+            client = best_per_batch(case, size, args, kind="client") * 1e6
+            stack = client if case.grpc else best_per_batch(case, size, args, kind="stack") * 1e6
+            line = f"{name:13} {size:>4} {client:>15.1f} {client / size:>7.2f} "
+            line += f"{stack:>15.1f} {stack / size:>7.2f}"
+            if args.hand and case.hand:
+                hand = best_per_batch(case, size, args, kind="hand") * 1e6
+                line += f" {hand:>15.1f} {hand / size:>7.2f}"
+            elif args.hand:
+                line += f" {'-':>15} {'-':>7}"
+            print(line, flush=True)
     return 0
 
 

@@ -10,7 +10,7 @@ field: a record's id is its position), then runs, one after the other, `repeats`
   fsync, rename), summary;
 - direct: this file's `direct` command, the leanest program doing the same job: read and
   parse the lines, batch B records, C threads each calling the server with the hand client of
-  runner_throughput.py (kept-alive connection, binary tensors where the server takes them,
+  direct_clients.py (kept-alive connection, binary tensors where the server takes them,
   cached request heads), and write one JSON line per record with the same fields as the
   runner (`id`, `position`, `input`, `prediction`) to one file, no fsync. It tunes the
   garbage collector as the runner does (`settle_garbage_collector`).
@@ -42,8 +42,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,36 +49,23 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-import grpc  # noqa: E402
-from runner_throughput import (  # noqa: E402
+from direct_clients import (  # noqa: E402
     FEATURES,
     IRIS,
+    SERVER_PROTOCOLS,
     DirectClient,
-    HandGrpc,
-    HandV1,
-    HandV2Binary,
-    HandV2Json,
-    group_cpu,
-    server_takes_binary,
+    hand_client,
+    open_channel,
+    runner_sends_binary,
 )
+from measuring import Measure, group_cpu  # noqa: E402
 
 from contracts.model import ModelEndpoint  # noqa: E402
 from e2e.peers.server import PeerServer, start  # noqa: E402
 from runners.api import InputRecord  # noqa: E402
 from runners.cli import settle_garbage_collector  # noqa: E402
-from runners.models.triton_grpc import CHANNEL_OPTIONS  # noqa: E402
 
 CHUNK = 10_000
-# (label, runner protocol, transport): what each server speaks.
-PROTOCOLS: dict[str, list[tuple[str, str, str]]] = {
-    "kserve": [
-        ("v1 REST", "kserve-v1", "v1"),
-        ("v2 REST", "kserve-v2", "rest"),
-        ("v2 gRPC", "triton-grpc", "grpc"),
-    ],
-    "mlserver": [("v2 REST", "kserve-v2", "rest"), ("v2 gRPC", "triton-grpc", "grpc")],
-    "triton": [("v2 REST", "kserve-v2", "rest"), ("v2 gRPC", "triton-grpc", "grpc")],
-}
 
 
 def write_input(path: Path, count: int) -> None:
@@ -90,35 +75,19 @@ def write_input(path: Path, count: int) -> None:
             handle.write(json.dumps(dict(zip(FEATURES, IRIS[i % 3], strict=True))) + "\n")
 
 
-@dataclass
-class Measure:
-    records: int
-    seconds: float
-    cpu: float  # of the client process
-    server: float  # of the server's process group
-
-    @property
-    def rate(self) -> float:
-        return self.records / self.seconds
-
-
 # ---------------------------------------------------------------- the direct program
 
 
-def direct_client(transport: str, url: str, model: str, binary: bool) -> Callable[[], Any]:
+def direct_client(protocol: str, url: str, model: str, binary: bool) -> Callable[[], Any]:
     """A factory of per-thread hand clients (gRPC ones share one channel)."""
-    endpoint = ModelEndpoint(protocol="kserve-v2", url=url, name=model)
-    if transport == "grpc":
-        channel = grpc.insecure_channel(url, options=CHANNEL_OPTIONS)
-        return partial(HandGrpc, endpoint, channel)
-    if transport == "v1":
-        return partial(HandV1, endpoint)
-    return partial(HandV2Binary if binary else HandV2Json, endpoint)
+    endpoint = ModelEndpoint(protocol=protocol, url=url, name=model)
+    channel = open_channel(url) if protocol == "triton-grpc" else None
+    return hand_client(endpoint, binary=binary, channel=channel)
 
 
 def direct(args: argparse.Namespace) -> None:
     """Read, batch, call with C threads, write: prints {"records", "seconds", "cpu"}."""
-    make = direct_client(args.transport, args.url, args.model, args.binary)
+    make = direct_client(args.protocol, args.url, args.model, args.binary)
     local = threading.local()
 
     def call(batch: list[InputRecord]) -> list[Any]:
@@ -214,11 +183,11 @@ def run_runner(
 
 
 def run_direct(
-    tmp: Path, source: Path, transport: str, url: str, model: str, binary: bool, args: Any
+    tmp: Path, source: Path, protocol: str, url: str, model: str, binary: bool, args: Any
 ) -> tuple[int, float, float]:
     command = [
         *(sys.executable, __file__, "direct", "--input", str(source)),
-        *("--output", str(tmp / "direct-out.jsonl"), "--transport", transport),
+        *("--output", str(tmp / "direct-out.jsonl"), "--protocol", protocol),
         *("--url", url, "--model", model, "--batch-size", str(args.batch_size)),
         *("--concurrency", str(args.concurrency), *(["--binary"] if binary else [])),
     ]
@@ -232,12 +201,12 @@ def run_direct(
 
 def measure(server: PeerServer, tmp: Path, source: Path, args: argparse.Namespace) -> None:
     pgid = server.process.pid
-    binary = server_takes_binary(server.http_url)
     one_batch = tmp / "one-batch.jsonl"
     write_input(one_batch, args.batch_size)
-    for label, protocol, transport in PROTOCOLS[server.name]:
-        url = (server.grpc_url or "") if transport == "grpc" else server.http_url
-        takes = binary and transport == "rest"
+    for label, protocol in SERVER_PROTOCOLS[server.name]:
+        url = (server.grpc_url or "") if protocol == "triton-grpc" else server.http_url
+        endpoint = ModelEndpoint(protocol=protocol, url=url, name=server.model)
+        takes = protocol == "kserve-v2" and runner_sends_binary(endpoint)
         label += " (binary)" if takes else ""
         starts = [run_runner(tmp, one_batch, protocol, url, server.model, args) for _ in range(2)]
         startup, startup_cpu = min(s[1] for s in starts), min(s[2] for s in starts)
@@ -248,7 +217,7 @@ def measure(server: PeerServer, tmp: Path, source: Path, args: argparse.Namespac
             if name == "runner":
                 found = run_runner(tmp, source, protocol, url, server.model, args)
             else:
-                found = run_direct(tmp, source, transport, url, server.model, takes, args)
+                found = run_direct(tmp, source, protocol, url, server.model, takes, args)
             records, seconds, cpu = found
             if name == "runner":
                 seconds, cpu = seconds - startup, cpu - startup_cpu
@@ -260,8 +229,8 @@ def measure(server: PeerServer, tmp: Path, source: Path, args: argparse.Namespac
         print(
             f"{server.name:8} {label:17} | {runner.rate:>9,.0f} {hand.rate:>9,.0f} | "
             f"{statistics.median(ratios):>5.2f} {runner.rate / hand.rate:>5.2f} | "
-            f"{runner.cpu / runner.records * 1e6:>6.2f} {hand.cpu / hand.records * 1e6:>6.2f} "
-            f"{runner.server / runner.records * 1e6:>6.2f} | {startup:>5.2f}",
+            f"{runner.cpu_per_k():>6.2f} {hand.cpu_per_k():>6.2f} "
+            f"{runner.cpu_per_k(runner.server_cpu):>6.2f} | {startup:>5.2f}",
             flush=True,
         )
 
@@ -272,7 +241,7 @@ def main() -> None:
     )
     commands = parser.add_subparsers(dest="command")
     hand = commands.add_parser("direct", help="the direct program (run by the benchmark)")
-    for name in ("--input", "--output", "--transport", "--url", "--model"):
+    for name in ("--input", "--output", "--protocol", "--url", "--model"):
         hand.add_argument(name, required=True)
     hand.add_argument("--binary", action="store_true")
     for options in (parser, hand):
