@@ -22,7 +22,8 @@ from typing import Any
 
 from contracts.contract import DEFAULT_SECRETS_DIR
 from e2e.emulator.executors import PodHandle
-from local.executor import ImageMap, PodExit, local_path, run_pod
+from local.executor import PodExit, run_pod
+from local.podspec import ImageMap, local_path
 
 Obj = dict[str, Any]
 CONTRACT_KEY = "contract.json"

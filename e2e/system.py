@@ -31,7 +31,7 @@ from e2e.emulator import Clock, Emulator, EmulatorConfig
 from e2e.emulator.clock import Timers
 from e2e.fixtures import EmulatorHandle, eventually, require_kubectl
 from e2e.local_executor import LocalPodExecutor
-from local.executor import ImageMap
+from local.podspec import ImageMap
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT / "charts" / "longrun" / "crds"

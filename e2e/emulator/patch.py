@@ -16,7 +16,6 @@ from .errors import ApiError, bad_request
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
 
 # Field name -> merge key for lists with patchStrategy=merge in the core/batch Go types.
 MERGE_KEYS = {

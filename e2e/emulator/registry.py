@@ -149,18 +149,9 @@ BUILTINS: tuple[ResourceType, ...] = (
     ),
 )
 
-# Where the preferred version of each built-in group lives, for /apis.
-BUILTIN_GROUP_ORDER = (
-    "",
-    "apiextensions.k8s.io",
-    "batch",
-    "coordination.k8s.io",
-    "events.k8s.io",
-)
-
 
 class Registry:
-    """Thread-safe lookup of served resources, by URL parts or by apiVersion/kind."""
+    """Thread-safe lookup of served resources, by URL parts or by storage key."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -186,21 +177,6 @@ class Registry:
         with self._lock:
             for rt in self._types.values():
                 if rt.key == key:
-                    return rt
-        return None
-
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
-        with self._lock:
-            for rt in self._types.values():
-                if rt.group == group and rt.version == version and rt.kind == kind:
-                    return rt
-        return None
-
-    def by_group_kind(self, group: str, kind: str) -> ResourceType | None:
-        with self._lock:
-            for rt in self._types.values():
-                if rt.group == group and rt.kind == kind:
                     return rt
         return None
 

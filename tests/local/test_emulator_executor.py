@@ -20,7 +20,7 @@ from controller.core.builders import ObjectIdentity, Resolved, build_config_map,
 from controller.core.settings import Settings
 from e2e.emulator import Emulator, EmulatorConfig
 from e2e.local_executor import LocalPodExecutor
-from local.executor import ImageMap
+from local.podspec import ImageMap
 from tests.local.conftest import ModelStub
 
 

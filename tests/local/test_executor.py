@@ -21,13 +21,13 @@ from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
 from controller.core.builders import ObjectIdentity, Resolved, build_pod_template
 from controller.core.settings import Settings
-from local.executor import (
+from local.executor import run_pod
+from local.podspec import (
     ImageMap,
     MappingSource,
     PodSetupError,
     image_repository,
     parse_image_map,
-    run_pod,
 )
 
 FAKE = Path(__file__).with_name("fake_runner.py")

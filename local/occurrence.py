@@ -1,0 +1,244 @@
+"""One occurrence of a run: a local Job, its pods, and the status the controller reads from them.
+
+An occurrence is what one Job is in the cluster: a one-shot run has one, a
+scheduled run one per scheduled time (`local.schedule`). Its pods come from the
+Job spec the controller's builder renders, named and labelled as the Job
+controller would (`pod_for`), and run through the local executor with the Job's
+retry rules (`local.job`). The result is then read back as the controller reads
+a cluster: a Job object and its latest pod, given to the controller's own
+`one_shot_status` (`run_status`). `finish` prints that status and turns the
+Job's end into the command's exit code.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from contracts.contract import DEFAULT_SECRETS_DIR
+from contracts.run import InferenceRunStatus
+from controller.core import names
+from controller.core.builders import (
+    JOB_NAME_LABEL,
+    Resolved,
+    build_config_map,
+    build_contract,
+    build_job_spec,
+)
+from controller.core.settings import Settings
+from controller.core.status import Observed, one_shot_status
+from local.display import Console, status_lines
+from local.executor import PodExit, run_pod
+from local.inputs import Inputs
+from local.job import SETUP_REASONS, JobOutcome, run_job, short_backoff
+from local.podspec import ImageMap, MappingSource, local_path
+
+Obj = dict[str, Any]
+# The exit codes of `longrun run` (see local.run).
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+JOB_FAILURE_MESSAGES = {
+    "BackoffLimitExceeded": "Job has reached the specified backoff limit",
+    "DeadlineExceeded": "Job was active longer than specified deadline",
+    "PodFailurePolicy": "Container runner failed with exit code 2 matching FailJob rule",
+}
+
+
+@dataclass
+class LocalRun:
+    """Everything one `longrun run` invocation needs."""
+
+    resolved: Resolved
+    settings: Settings
+    inputs: Inputs
+    images: ImageMap
+    run_dir: Path
+    console: Console
+    stop: threading.Event = field(default_factory=threading.Event)
+    backoff: Callable[[int], float] = short_backoff
+
+    @property
+    def pod_root(self) -> Path:
+        """Where the pod's filesystem (mounts, termination message) is materialized."""
+        return self.run_dir / "pod"
+
+
+def local_source(local: LocalRun) -> MappingSource:
+    """The run's ConfigMap and the namespace's Secrets, as the pod's volumes will see them."""
+    resolved = local.resolved
+    config_map = build_config_map(resolved)
+    # The one deviation from the cluster: Secrets are materialized under the pod root, not at
+    # /var/run/longrun/secrets, so the contract (rendered by the same builder) gets only its
+    # secretsDir pointed there. Every other field is exactly what the controller renders.
+    secrets_dir = str(local_path(local.pod_root, DEFAULT_SECRETS_DIR))
+    contract = build_contract(resolved).model_copy(update={"secrets_dir": secrets_dir})
+    config_map["data"][names.CONTRACT_KEY] = contract.to_json()
+    namespace = resolved.run.namespace
+    secrets = {n: dict(d) for (ns, n), d in local.inputs.secrets.items() if ns == namespace}
+    return MappingSource({config_map["metadata"]["name"]: config_map["data"]}, secrets)
+
+
+def pod_for(template: Obj, *, job_name: str, namespace: str, job_uid: str) -> Obj:
+    """A pod of the Job as the Job controller would create it (name, uid, job labels)."""
+    pod = copy.deepcopy(template)
+    meta = pod["metadata"]
+    meta["name"] = f"{job_name}-{uuid.uuid4().hex[:5]}"
+    meta["namespace"] = namespace
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = _now_text()
+    meta["labels"].update(
+        {
+            "job-name": job_name,
+            JOB_NAME_LABEL: job_name,
+            "controller-uid": job_uid,
+            "batch.kubernetes.io/controller-uid": job_uid,
+        }
+    )
+    return pod
+
+
+@dataclass
+class Occurrence:
+    """One local Job: its name, spec, pods and outcome."""
+
+    job_name: str
+    spec: Obj
+    started: str
+    pods: list[Obj] = field(default_factory=list)
+    outcome: JobOutcome | None = None
+    finished: str = ""
+
+
+def run_occurrence(local: LocalRun, *, job_name: str) -> Occurrence:
+    """Run one Job of the run to its end (or until Ctrl-C)."""
+    spec = build_job_spec(local.resolved, local.settings)
+    occurrence = Occurrence(job_name, spec, _now_text())
+    source = local_source(local)
+    job_uid = str(uuid.uuid4())
+    namespace = local.resolved.run.namespace
+    local.console.say(f"longrun: running {namespace}/{local.resolved.run.name} as Job {job_name}")
+
+    def attempt(index: int, deadline: float | None) -> PodExit:
+        pod = pod_for(spec["template"], job_name=job_name, namespace=namespace, job_uid=job_uid)
+        occurrence.pods.append(pod)
+        if index:
+            local.console.say(f"longrun: retrying: pod {pod['metadata']['name']}")
+        with _pod_log(local.run_dir, pod, local.console) as on_line:
+            exit_ = run_pod(
+                pod,
+                source=source,
+                root=local.pod_root,
+                images=local.images,
+                on_line=on_line,
+                cwd=Path.cwd(),
+                deadline=deadline,
+                stop=local.stop,
+            )
+        _record_exit(pod, exit_)
+        return exit_
+
+    occurrence.outcome = run_job(
+        spec,
+        attempt=attempt,
+        container=names.CONTAINER_NAME,
+        stop=local.stop,
+        backoff=local.backoff,
+    )
+    occurrence.finished = _now_text()
+    local.console.done()
+    return occurrence
+
+
+@contextmanager
+def _pod_log(run_dir: Path, pod: Obj, console: Console) -> Iterator[Callable[[str, str], None]]:
+    """Container output to `<run dir>/logs/<pod>.log` and to the console."""
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    with open(logs / f"{pod['metadata']['name']}.log", "a", encoding="utf-8") as handle:
+
+        def on_line(stream: str, line: str) -> None:
+            with lock:
+                handle.write(line + "\n")
+            console.on_line(stream, line)
+
+        yield on_line
+
+
+def _record_exit(pod: Obj, exit_: PodExit) -> None:
+    terminated = {"exitCode": exit_.exit_code, "reason": exit_.reason, "message": exit_.message}
+    state = {"name": names.CONTAINER_NAME, "state": {"terminated": terminated}}
+    pod["status"] = {
+        "phase": "Succeeded" if exit_.exit_code == 0 else "Failed",
+        "containerStatuses": [state],
+    }
+
+
+def job_object(occurrence: Occurrence, *, namespace: str) -> Obj:
+    """The Job as the cluster would show it after this occurrence."""
+    outcome = occurrence.outcome
+    status: Obj = {"startTime": occurrence.started}
+    if outcome is not None and outcome.phase != "Stopped":
+        kind = "Complete" if outcome.phase == "Succeeded" else "Failed"
+        message = outcome.last.message if outcome.reason in SETUP_REASONS and outcome.last else ""
+        status["conditions"] = [
+            {
+                "type": kind,
+                "status": "True",
+                "reason": outcome.reason,
+                "message": message or JOB_FAILURE_MESSAGES.get(outcome.reason, ""),
+                "lastTransitionTime": occurrence.finished,
+            }
+        ]
+        if kind == "Complete":
+            status["completionTime"] = occurrence.finished
+    else:
+        status["active"] = 1  # interrupted: unfinished, and the next invocation resumes it
+    return {"metadata": {"name": occurrence.job_name, "namespace": namespace}, "status": status}
+
+
+def run_status(local: LocalRun, occurrence: Occurrence) -> InferenceRunStatus:
+    """The InferenceRun status the controller would compute from this Job and its pods."""
+    resolved = local.resolved
+    run = local.inputs.runs[(resolved.run.namespace, resolved.run.name)]
+    observed = Observed(
+        run=run,
+        spec=resolved.spec,
+        previous=InferenceRunStatus(),
+        config_map={"metadata": {"name": names.config_map_name(resolved.run.name)}},
+        job=job_object(occurrence, namespace=resolved.run.namespace),
+        pods=occurrence.pods[-1:],  # the latest pod carries the summary the controller copies
+    )
+    return one_shot_status(observed, problem=None, now=datetime.now(UTC))
+
+
+def finish(local: LocalRun, occurrence: Occurrence, *, next_time: datetime | None = None) -> int:
+    """Print the final status; the exit code for this occurrence."""
+    status = run_status(local, occurrence)
+    if next_time is not None:
+        status = status.model_copy(update={"next_schedule_time": next_time})
+    run = local.resolved.run
+    for line in status_lines(status, name=run.name, namespace=run.namespace):
+        local.console.say(line)
+    outcome = occurrence.outcome
+    assert outcome is not None
+    if outcome.phase == "Stopped":
+        local.console.say(
+            "longrun: stopped; committed chunks are kept: run the same command "
+            f"again to resume (state in {local.run_dir})"
+        )
+        return EXIT_INTERRUPTED
+    if outcome.phase == "Succeeded":
+        return EXIT_OK
+    bad_input = outcome.reason in (*SETUP_REASONS, "PodFailurePolicy")
+    return EXIT_INVALID if bad_input else EXIT_FAILED
+
+
+def _now_text() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
