@@ -23,7 +23,6 @@ SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
 
 ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 NamespaceName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
-ShortText = Annotated[str, StringConstraints(max_length=1024)]
 
 
 def cel(*rule_message: str) -> JsonDict:
@@ -51,10 +50,25 @@ class Schema(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True, mode="json")
 
 
-class SecretKeyRef(Schema):
-    """Where a credential lives. Values never appear in specs, contracts or ConfigMaps."""
+class SecretReference(Schema):
+    """Base of every model that names a Secret: the marker the controller looks for.
+
+    Wherever a spec holds one (a built-in block or a plug-in's storage settings), the
+    controller mounts the Secret into the runner pod at `<secretsDir>/<name>/` and refuses
+    one in another namespace. So a new credential type only derives from this class; the
+    controller never lists them. Values never appear in specs, contracts or ConfigMaps.
+    """
 
     name: ObjectName = Field(description="Name of a Secret in the InferenceRun's namespace.")
+
+    def secret_namespace(self) -> str | None:
+        """The namespace the reference names, or None for the run's own."""
+        return None
+
+
+class SecretKeyRef(SecretReference):
+    """Where a credential lives. Values never appear in specs, contracts or ConfigMaps."""
+
     key: Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=SECRET_KEY)] = (
         Field(description="Key inside the Secret's data.")
     )

@@ -72,6 +72,22 @@ class StorageBlock(Schema):
         json_schema_extra=cel(*OUTPUT_RULES),
     )
 
+    def volume_claims(self) -> list[tuple[str, str, bool]]:
+        """(claim, mountPath, readOnly) of the file storages' volumes, one per distinct pair.
+
+        A mount is read-only when only the input uses it: the runner never writes there.
+        """
+        writable: dict[tuple[str, str], bool] = {}
+        roles = {"input": self.input, "output": self.output, "errors": self.errors}
+        for role, storage in roles.items():
+            file = storage.file if storage is not None else None
+            mount_path = file.volume_mount_path() if file is not None else None
+            if file is None or file.volume is None or mount_path is None:
+                continue
+            key = (file.volume, mount_path)
+            writable[key] = writable.get(key, False) or role != "input"
+        return [(claim, path, not rw) for (claim, path), rw in sorted(writable.items())]
+
 
 class RunnerTuning(Schema):
     """Throughput, retry and error-budget knobs read by the runner."""

@@ -20,7 +20,6 @@ from contracts.model import KServeBlock, ModelEndpoint
 from contracts.run import RunResult
 from contracts.storage import StorageSpec
 
-CONTRACT_VERSION = "v1"
 CONTRACT_SCHEMA_ID = "https://longrun.dev/schemas/contract-v1.json"
 DEFAULT_CONTRACT_PATH = "/etc/longrun/contract.json"
 KRATEO_CONTRACT_PATH = "/tmp/contract.json"

@@ -13,23 +13,22 @@ from pydantic import Field, StringConstraints
 
 from contracts.base import Schema, SecretKeyRef
 
-BUILTIN_PROTOCOLS = (
-    "kserve-v1",
-    "kserve-v2",
-    "triton-grpc",
-    "openai-chat",
-    "openai-completions",
-    "openai-embeddings",
-)
+# The built-in protocols: name -> the runner's ModelClientFactory ("module:Class", imported by
+# the runner only when a contract uses it). The runner's registry and the CRD's pattern read it.
+BUILTIN_PROTOCOLS: dict[str, str] = {
+    "kserve-v1": "runners.models.kserve:KServeV1Client",
+    "kserve-v2": "runners.models.kserve:KServeV2Client",
+    "triton-grpc": "runners.models.triton_grpc:TritonGrpcClient",
+    "openai-chat": "runners.models.openai:ChatClient",
+    "openai-completions": "runners.models.openai:CompletionsClient",
+    "openai-embeddings": "runners.models.openai:EmbeddingsClient",
+}
 # A built-in protocol, or a third-party one installed in a custom runner image and named
 # `<domain>/<name>` so it can never collide with a future built-in.
 PROTOCOL_PATTERN = (
     "^(" + "|".join(BUILTIN_PROTOCOLS) + r"|[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[a-z0-9][-a-z0-9]*)$"
 )
 Protocol = Annotated[str, StringConstraints(pattern=PROTOCOL_PATTERN, max_length=253)]
-OPENAI_PROTOCOLS: frozenset[str] = frozenset(
-    {"openai-chat", "openai-completions", "openai-embeddings"}
-)
 TensorDatatype = Literal["BOOL", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]
 Url = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
 

@@ -2,18 +2,22 @@
 
 On the wire a storage block is a one-key map, `{<kind>: {...}}`, as in Krateo's
 CRDs. Built-in kinds (http, krateo, s3, sql, file) are validated by their own
-model; any other kind passes through untouched so custom runners can define
-their own (Krateo's `testdata-custom.yaml` relies on that).
+model, and so is an installed plug-in's kind (contracts/plugins.py); any other
+kind passes through untouched so custom runners can define their own (Krateo's
+`testdata-custom.yaml` relies on that). `StorageSpec`'s fields are the table of
+built-in kinds: each names its settings model, which names the runner backend;
+the CRD, the contract schema and the runner's registry all read them there.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from contracts.base import ObjectName, Schema, SecretKeyRef, cel
+from contracts.base import ObjectName, Schema, SecretKeyRef, SecretReference, cel
 from contracts.model import ApiKeyAuth, TlsOptions
+from contracts.plugins import StorageSettings, plugin_settings
 
 Format = Literal["csv", "jsonl"]
 FieldName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
@@ -56,8 +60,10 @@ class HttpPagination(Schema):
     )
 
 
-class HttpStorage(Schema):
+class HttpStorage(StorageSettings):
     """Any JSON HTTP API."""
+
+    backend = "runners.storage.http:HttpBackend"
 
     url: Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://")] = (
         Field(description="Endpoint URL (http:// or https://).")
@@ -88,7 +94,7 @@ class HttpStorage(Schema):
     )
 
 
-class EndpointRef(Schema):
+class EndpointRef(SecretReference):
     """A Krateo Endpoint: a Secret with `server-url` and optional `token` (and TLS keys)."""
 
     name: ObjectName = Field(description="Name of the endpoint Secret.")
@@ -99,6 +105,10 @@ class EndpointRef(Schema):
             "namespace: leave empty or set it to the run's namespace."
         ),
     )
+
+    def secret_namespace(self) -> str | None:
+        """The namespace the reference names, or None for the run's own."""
+        return self.namespace
 
 
 class KrateoApi(Schema):
@@ -120,16 +130,17 @@ class KrateoApi(Schema):
     )
 
 
-class KrateoStorage(Schema):
+class KrateoStorage(StorageSettings):
     """Krateo's storage shape, so Krateo kserve-controller configs work unchanged."""
+
+    backend = "runners.storage.krateo:KrateoBackend"
 
     api: KrateoApi = Field(description="The API call that reads or writes the data.")
 
 
-class S3Credentials(Schema):
+class S3Credentials(SecretReference):
     """Which keys of a Secret hold the S3 credentials."""
 
-    name: ObjectName = Field(description="Name of a Secret in the InferenceRun's namespace.")
     access_key_id_key: FieldName = Field(
         default="AWS_ACCESS_KEY_ID", description="Secret key holding the access key id."
     )
@@ -142,8 +153,10 @@ class S3Credentials(Schema):
     )
 
 
-class S3Storage(Schema):
+class S3Storage(StorageSettings):
     """Objects in S3 or an S3-compatible store (MinIO, Ceph, ...)."""
+
+    backend = "runners.storage.s3:S3Backend"
 
     bucket: Annotated[str, StringConstraints(min_length=3, max_length=63)] = Field(
         description="Bucket name."
@@ -180,8 +193,10 @@ class S3Storage(Schema):
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
 
 
-class SqlStorage(Schema):
+class SqlStorage(StorageSettings):
     """A table or query in a SQL database (SQLite, PostgreSQL, MariaDB/MySQL)."""
+
+    backend = "runners.storage.sql:SqlBackend"
 
     model_config = ConfigDict(
         json_schema_extra=cel(
@@ -234,8 +249,10 @@ def _has_password(url: str) -> bool:
     return "@" in netloc and ":" in netloc.split("@", 1)[0]
 
 
-class FileStorage(Schema):
+class FileStorage(StorageSettings):
     """CSV or JSONL files on a volume mounted into the runner pod."""
+
+    backend = "runners.storage.file:FileBackend"
 
     path: Path = Field(
         description=(
@@ -283,19 +300,11 @@ class FileStorage(Schema):
         return self
 
 
-BUILTIN_KINDS: dict[str, type[Schema]] = {
-    "http": HttpStorage,
-    "krateo": KrateoStorage,
-    "s3": S3Storage,
-    "sql": SqlStorage,
-    "file": FileStorage,
-}
-
-
 class StorageSpec(Schema):
     """A one-key map `{<kind>: {...}}`: a built-in kind, or any other kind passed through."""
 
-    # extra="allow": unknown kinds are kept verbatim for custom runners.
+    # extra="allow": other kinds are kept, validated by a plug-in's model when one is installed,
+    # else verbatim for custom runners.
     model_config = ConfigDict(
         extra="allow", json_schema_extra={"minProperties": 1, "maxProperties": 1}
     )
@@ -312,10 +321,20 @@ class StorageSpec(Schema):
         if len(kinds) != 1:
             found = ", ".join(kinds) if kinds else "none"
             raise ValueError(f"set exactly one storage kind (found: {found})")
+        for kind, body in (self.model_extra or {}).items():
+            # A model: a plug-in's settings, validated already (after-validators also see
+            # instances passed on to another model's field).
+            if not isinstance(body, dict | StorageSettings):
+                raise ValueError(f"storage kind {kind!r} must be an object")
+        return self
+
+    @model_validator(mode="after")
+    def _validate_plugin_kind(self) -> StorageSpec:
         extra = self.model_extra or {}
         for kind, body in extra.items():
-            if not isinstance(body, dict):
-                raise ValueError(f"storage kind {kind!r} must be an object")
+            settings = plugin_settings(kind, body) if isinstance(body, dict) else None
+            if settings is not None:
+                extra[kind] = settings
         return self
 
     def kinds(self) -> list[str]:
@@ -328,17 +347,18 @@ class StorageSpec(Schema):
         """The storage kind, e.g. `sql` or a custom runner's own kind."""
         return self.kinds()[0]
 
-    @property
-    def is_builtin(self) -> bool:
-        """True for the kinds longrun's own runner implements."""
-        return self.kind in BUILTIN_KINDS
-
     def body(self) -> Schema | dict[str, Any]:
-        """The kind's settings: a validated model for built-ins, the raw map otherwise."""
+        """The kind's settings: a validated model (built-in or plug-in), else the raw map."""
         value = getattr(self, self.kind, None)
         if isinstance(value, Schema):
             return value
         return dict((self.model_extra or {})[self.kind])
+
+
+# kind -> settings model of every built-in kind, read from StorageSpec's fields (`X | None`).
+BUILTIN_KINDS: dict[str, type[StorageSettings]] = {
+    kind: get_args(info.annotation)[0] for kind, info in StorageSpec.model_fields.items()
+}
 
 
 # The CEL twins of check_input/check_output, for the CRD.

@@ -1,8 +1,11 @@
 """The runner's plug points: storage backends and model protocol clients.
 
-Each Protocol's docstring is its contract. Built-in backends and protocols are
-registered exactly like third-party ones (entry points, see registry.py), so a
-custom runner image adds one with `pip install`, without forking.
+Each Protocol's docstring is its contract, and lists every hook the pipeline
+calls: nothing is looked up by name at run time. Where a hook is optional the
+Protocol gives its default, which a backend gets by deriving from it. Built-in
+backends and protocols implement these Protocols and are found through the same
+registry as third-party ones (registry.py), so a custom runner image adds one
+with `pip install`, without forking.
 
 Threading model: the pipeline calls `ModelClient.predict` from up to
 `runner.concurrency` worker threads at once; everything else (sources, sinks)
@@ -12,9 +15,9 @@ is called from one thread at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from contracts.config import RunnerTuning
 
@@ -55,77 +58,6 @@ class RecordFailure:
 
 
 Outcome = Prediction | RecordFailure
-
-
-class Outcomes(Sequence[Outcome]):
-    """One batch's outcomes held as plain values: a Prediction is made only when one is read.
-
-    Record i's prediction is `values[i]` unless `failures` holds i (its value is then
-    meaningless). Reads like a `list[Outcome]` (index, iterate, compare equal to a list of the
-    same outcomes), but costs one list per batch instead of one object per record: a sixth
-    of a tensor client's CPU at 256 records per batch (bench/runner_client_cpu.py). Built-in clients
-    return it and the pipeline reads `values` and `failures` directly; a client may return a
-    plain list of Outcomes instead (`Outcomes.of` turns one into the other).
-    Immutable by convention, like the per-record types.
-    """
-
-    __slots__ = ("failures", "values")
-
-    def __init__(self, values: list[Any], failures: Mapping[int, RecordFailure] | None = None):
-        self.values = values
-        self.failures: Mapping[int, RecordFailure] = failures or {}
-
-    @classmethod
-    def of(cls, outcomes: Iterable[Outcome]) -> Outcomes:
-        """The Outcomes holding `outcomes`; raises TypeError for anything else in it."""
-        if isinstance(outcomes, Outcomes):
-            return outcomes
-        values: list[Any] = []
-        failures: dict[int, RecordFailure] = {}
-        for index, outcome in enumerate(outcomes):
-            if isinstance(outcome, Prediction):
-                values.append(outcome.value)
-            elif isinstance(outcome, RecordFailure):
-                values.append(None)
-                failures[index] = outcome
-            else:
-                raise TypeError(
-                    f"outcome {index} is a {type(outcome).__name__}, "
-                    "not a Prediction or a RecordFailure"
-                )
-        return cls(values, failures)
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-    @overload
-    def __getitem__(self, index: int) -> Outcome: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[Outcome]: ...
-
-    def __getitem__(self, index: int | slice) -> Outcome | list[Outcome]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self.values)))]
-        value = self.values[index]  # IndexError as a list's
-        failure = self.failures.get(index % len(self.values))
-        return failure if failure is not None else Prediction(value)
-
-    def __iter__(self) -> Iterator[Outcome]:
-        failures = self.failures
-        for index, value in enumerate(self.values):
-            failure = failures.get(index)
-            yield failure if failure is not None else Prediction(value)
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (Outcomes, list, tuple)):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # equal to lists, mutable like them
-
-    def __repr__(self) -> str:
-        return f"Outcomes({list(self)!r})"
 
 
 @dataclass(slots=True)
@@ -194,9 +126,11 @@ class BatchRejected(Exception):
 class Source(Protocol):
     """Streams input records in a stable order.
 
-    - `records(skip)` yields every record with position >= `skip`, in position order,
-      with ids that are the same on every call (key field, else the position).
-      Memory must not grow with the input size.
+    - `records(skip)` is a generator (written with `yield`) of every record with
+      position >= `skip`, in position order, with ids that are the same on every call
+      (key field, else the position). Memory must not grow with the input size. The
+      pipeline closes the generator as soon as it stops reading, so a cursor or file it
+      holds is released at once.
     - `total()` is the number of records, or None when it cannot be known without reading
       the input twice (for the progress ETA only). It is called once, on a thread of its own
       while `records()` runs, so it may take a pass over the input (the run does not wait),
@@ -205,7 +139,7 @@ class Source(Protocol):
     - Raise ConfigError for bad settings, TransientError for retryable I/O failures.
     """
 
-    def records(self, skip: int) -> Iterator[InputRecord]: ...
+    def records(self, skip: int) -> Generator[InputRecord, None, None]: ...
 
     def total(self) -> int | None: ...
 
@@ -216,13 +150,15 @@ class Source(Protocol):
 class Sink(Protocol):
     """Writes results one chunk at a time, atomically and idempotently.
 
+    Derive from it: `committed_records` has a default.
     - `committed()` returns the indexes of chunks already fully written for this run
       (discovered from the store itself), so a restarted pod resumes after them.
     - `committed_records(chunks)` returns how many records this sink holds in the chunks
       listed in `chunks` (the output's committed chunks: an error chunk outside them is a
       killed attempt's leftover and must not count; a listed chunk may be absent).
-      Called once at start, after `committed()`, so the error budget and the summary
-      cover the whole run, not just this pod. Optional: a sink without it counts as 0.
+      Called once at start, after `committed()` and only when it found chunks, so the
+      error budget and the summary cover the whole run, not just this pod. Default: 0
+      (a store that cannot count: a resumed run's counts restart from zero).
     - `write_chunk(index, records)` makes the chunk visible all at once or not at all;
       writing the same index twice leaves exactly one copy.
     - `finish(summary)` marks the output complete (e.g. a manifest); called once at the end.
@@ -233,7 +169,8 @@ class Sink(Protocol):
 
     def committed(self) -> set[int]: ...
 
-    def committed_records(self, chunks: set[int]) -> int: ...
+    def committed_records(self, chunks: set[int]) -> int:
+        return 0
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None: ...
 
@@ -247,8 +184,7 @@ class ModelClient(Protocol):
     """Calls one model endpoint; safe to call from several threads at once.
 
     `predict(records)` returns one Outcome per record, in order: a list of Prediction and
-    RecordFailure, or an `Outcomes` (plain values, no object per record; what the built-in
-    clients return). A malformed answer for one record is a RecordFailure; raise
+    RecordFailure. A malformed answer for one record is a RecordFailure; raise
     TransientError for retryable failures (the pipeline retries with backoff, honouring
     `retry_after`) and BatchRejected when the server refuses the batch as a whole.
     """
@@ -259,15 +195,25 @@ class ModelClient(Protocol):
 
 
 class StorageBackend(Protocol):
-    """A storage kind (`http`, `s3`, ... or a custom one), registered under `longrun.storage`.
+    """A storage kind (`http`, `s3`, ... or a plug-in's), implemented for the runner.
 
-    Instantiated with no arguments. `settings` is the kind's validated contracts model for
-    built-in kinds, or the raw mapping for custom kinds. `role` is "output" or "errors".
+    Derive from it: `error_settings` has a default. Named by the kind's settings model
+    (`contracts.plugins.StorageSettings.backend`) and instantiated with no arguments.
+    `settings` is that model, validated, or the raw mapping for a kind without one.
+    - `open_source(settings, ctx)` and `open_sink(settings, ctx, role=...)` open the input
+      and an output; `role` is "output" or "errors".
+    - `error_settings(settings)` turns the output's settings into those of the default error
+      output ("next to the output": a sibling table, prefix, directory), used when the
+      contract has no `errors` block. Default: the output's own settings, opened with
+      `role="errors"`.
     """
 
     def open_source(self, settings: Any, ctx: RunContext) -> Source: ...
 
     def open_sink(self, settings: Any, ctx: RunContext, *, role: str) -> Sink: ...
+
+    def error_settings(self, settings: Any) -> Any:
+        return settings
 
 
 class ModelClientFactory(Protocol):

@@ -24,7 +24,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -36,16 +36,18 @@ from contracts.contract import (
     RunnerContract,
     summary_json,
 )
+from contracts.plugins import PROTOCOLS_GROUP, STORAGE_GROUP
 from contracts.run import RunResult
 from contracts.storage import StorageSpec, check_input, check_output
 from runners import registry
-from runners.api import ConfigError, ModelClient, RunContext, Sink, Source
+from runners.api import ConfigError, ModelClient, RunContext, Sink, Source, StorageBackend
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
 from runners.retry import Stopped
 
 PROG = "longrun-runner"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 EXIT_SIGTERM = 143
+T = TypeVar("T")
 
 EPILOG = f"""\
 environment:
@@ -55,7 +57,7 @@ environment:
   JOB_NAME                  this execution's Job name (scheduled runs); default: contract jobName
   POD_UID                   this pod's UID, for logs
   {registry.PLUGINS_ENV}    test/dev hook: extra plugins, 'group:name=module:Class;...'
-                            (groups {registry.STORAGE_GROUP}, {registry.PROTOCOLS_GROUP})
+                            (groups {STORAGE_GROUP}, {PROTOCOLS_GROUP})
 
 exit codes:
   0    every record was written (failed ones, within the error budget, to the error output)
@@ -151,13 +153,15 @@ def _check_directions(contract: RunnerContract) -> None:
 def check_plugins(contract: RunnerContract) -> None:
     """Resolve (import) every backend and protocol the contract names."""
     for where, spec in _storage_specs(contract):
-        _registered(where, spec.kind, registry.storage_backends)
-    _registered("model.protocol", contract.model.protocol, registry.model_protocols)
+        _registered(where, functools.partial(registry.storage_backend, spec.kind))
+    _registered(
+        "model.protocol", functools.partial(registry.model_protocol, contract.model.protocol)
+    )
 
 
-def _registered(where: str, name: str, reg: registry.Registry) -> Any:
+def _registered(where: str, load: Callable[[], T]) -> T:
     try:
-        return reg.load(name)
+        return load()
     except ConfigError as exc:
         raise ConfigError(f"contract {where}: {exc}") from None
 
@@ -200,34 +204,30 @@ def open_all(
     stack.callback(sink.close)
     error_sink = _open_errors(contract, ctx)
     stack.callback(error_sink.close)
-    factory = _registered("model.protocol", contract.model.protocol, registry.model_protocols)
-    client = _configured("model", lambda: factory(contract.model, ctx))
+    protocol = contract.model.protocol
+    factory = _registered("model.protocol", functools.partial(registry.model_protocol, protocol))
+    client: ModelClient = _configured("model", lambda: factory(contract.model, ctx))
     stack.callback(client.close)
     return Opened(ctx, source, sink, error_sink, client)
 
 
-def _open(where: str, spec: StorageSpec, opener: Callable[[Any, Any], Any]) -> Any:
-    backend = _registered(where, spec.kind, registry.storage_backends)()
+def _open(where: str, spec: StorageSpec, opener: Callable[[StorageBackend, Any], T]) -> T:
+    backend = _registered(where, functools.partial(registry.storage_backend, spec.kind))()
     return _configured(f"{where}.{spec.kind}", lambda: opener(backend, spec.body()))
 
 
 def _open_errors(contract: RunnerContract, ctx: RunContext) -> Sink:
     if contract.errors is not None:
-        sink: Sink = _open(
-            "errors", contract.errors, lambda b, s: b.open_sink(s, ctx, role="errors")
-        )
-        return sink
+        return _open("errors", contract.errors, lambda b, s: b.open_sink(s, ctx, role="errors"))
 
-    def sibling(backend: Any, settings: Any) -> Any:
+    def sibling(backend: StorageBackend, settings: Any) -> Sink:
         # Default error output: next to the output, as the backend defines "next to".
-        derive = getattr(backend, "error_settings", None)
-        return backend.open_sink(derive(settings) if derive else settings, ctx, role="errors")
+        return backend.open_sink(backend.error_settings(settings), ctx, role="errors")
 
-    sink = _open("output", contract.output, sibling)
-    return sink
+    return _open("output", contract.output, sibling)
 
 
-def _configured(where: str, fn: Callable[[], Any]) -> Any:
+def _configured(where: str, fn: Callable[[], T]) -> T:
     try:
         return fn()
     except ConfigError as exc:
@@ -286,7 +286,7 @@ def _run(
 
 
 def _install_sigterm(stop: threading.Event) -> None:
-    def handler(signum: int, frame: FrameType | None) -> None:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
         print(
             f"{PROG}: SIGTERM: finishing without committing in-flight work",
             file=sys.stderr,

@@ -26,7 +26,6 @@ from typing import Any
 
 from runners.api import ErrorRecord, InputRecord, OutputRecord
 
-FORMATS = ("csv", "jsonl")
 Row = dict[str, Any] | str | None
 
 
@@ -61,21 +60,6 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", "replace")
     return value
-
-
-def read_records(
-    lines: Iterable[str],
-    *,
-    fmt: str,
-    id_field: str | None,
-    start: int = 0,
-    skip: int = 0,
-) -> Iterator[InputRecord]:
-    """Records from text lines (line endings kept), numbered from `start`; skip < `skip`."""
-    rows = parse_rows(lines, fmt=fmt, skip=skip - start)
-    for position, row in enumerate(rows, start=start):
-        if position >= skip and row is not None:
-            yield make_record(row, position, id_field=id_field)
 
 
 def parse_rows(lines: Iterable[str], *, fmt: str, skip: int = 0) -> Iterator[Row]:

@@ -1,13 +1,25 @@
 """HTTP plumbing shared by the `http` and `krateo` storage backends.
 
 Why a module of its own: both backends speak JSON over HTTP with the same
-error rules, and backends must not import each other. The rules:
+error rules, and backends must not import each other.
+
+Why the runner keeps two HTTP stacks, `requests` here and `http.client` in
+runners/models/http.py: storage calls are few (one per page or chunk) and want
+what requests does well (redirects, basic auth, Link headers for pagination,
+proxy and CA settings from the environment), while model calls are the
+hot path, thousands a second from several threads, where http.client measured
+two to four times less client CPU per request than requests (see that module),
+CPU a small node's model server needs. One stack would cost either throughput
+or a re-implementation of requests. What must agree between the two, trusting
+servers, is read in one place: runners/tls.py.
+
+The rules:
 - connection errors, timeouts, 429 and 5xx are TransientError (the pipeline
   retries with backoff), carrying the server's Retry-After when it sent one;
 - a server certificate we do not trust is a ConfigError (exit 2), as for the
   model clients: retrying cannot fix it, and the message says which setting
-  names the CA. A CA bundle is checked when the session is made, not at the
-  first request;
+  names the CA. A CA bundle is checked when the session is made
+  (runners/tls.py), not at the first request;
 - any other 4xx is a ConfigError (wrong URL, path, credentials: do not retry);
 - a response body that is not JSON is a ConfigError naming the URL.
 """
@@ -15,8 +27,6 @@ error rules, and backends must not import each other. The rules:
 from __future__ import annotations
 
 import re
-import ssl
-from pathlib import Path
 from typing import Any
 
 import requests
@@ -35,17 +45,6 @@ def new_session(headers: dict[str, str], *, verify: bool | str = True) -> reques
 
 # OpenSSL's reason for a failed verification (unknown CA, self-signed, hostname mismatch).
 _NOT_TRUSTED = re.compile(r"certificate verify failed: ([^(\]'\"]+)")
-
-
-def ca_bundle(path: Path, *, field: str) -> str:
-    """`path` checked to be a readable PEM CA bundle, as requests' `verify`; else ConfigError."""
-    if not path.is_file():
-        raise ConfigError(f"{field}: the CA bundle is not mounted at {path}")
-    try:
-        ssl.create_default_context(cafile=str(path))
-    except (ssl.SSLError, OSError) as exc:
-        raise ConfigError(f"{field}: {path} is not a PEM CA bundle ({exc})") from None
-    return str(path)
 
 
 def send(

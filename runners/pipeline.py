@@ -40,14 +40,13 @@ from runners.api import (
     InputRecord,
     ModelClient,
     Outcome,
-    Outcomes,
     OutputRecord,
-    RecordFailure,
     Sink,
     Source,
     TransientError,
 )
 from runners.formats import UnreadableRecord
+from runners.outcomes import Outcomes
 from runners.progress import Progress
 from runners.retry import Backoff, RateLimiter, Stopped, call_with_retry
 
@@ -121,8 +120,8 @@ class Pipeline:
         """
         committed = self.sink.committed()
         first = _first_missing(committed)
-        written = _committed_records(self.sink, committed)
-        failed = _committed_records(self.error_sink, committed)
+        written = self.sink.committed_records(committed) if committed else 0
+        failed = self.error_sink.committed_records(committed) if committed else 0
         # Every record of a committed chunk was read once and written or failed once.
         self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
         progress = Progress(
@@ -189,7 +188,7 @@ class Pipeline:
                     for record in records:
                         yield record
                 finally:
-                    _close_iterator(records)
+                    records.close()  # a generator (Source contract): its cursor or file goes now
                 return
             except TransientError as exc:
                 if record is not None:  # it got further: resume after it, attempts anew
@@ -352,19 +351,6 @@ class Pipeline:
         print(f"longrun-runner: {message}", file=self.log or sys.stderr, flush=True)
 
 
-def _close_iterator(records: Iterator[InputRecord]) -> None:
-    # A generator source releases its cursor/file now, not whenever it is collected.
-    close = getattr(records, "close", None)
-    if close is not None:
-        close()
-
-
-def _committed_records(sink: Sink, chunks: set[int]) -> int:
-    # Optional in the Sink protocol: a plug-in written before it counts as 0.
-    count = getattr(sink, "committed_records", None)
-    return int(count(chunks)) if count is not None and chunks else 0
-
-
 def _first_missing(committed: set[int]) -> int:
     index = 0
     while index in committed:
@@ -380,8 +366,7 @@ def _done(result: Result) -> Future[Result]:
 
 def _failed(batch: list[InputRecord], reason: str) -> Part:
     """The batch with every record failed for `reason`."""
-    failure = RecordFailure(reason)
-    return batch, Outcomes([None] * len(batch), dict.fromkeys(range(len(batch)), failure))
+    return batch, Outcomes.all_failed(len(batch), reason)
 
 
 def _split(parts: Iterable[Part]) -> tuple[list[OutputRecord], list[ErrorRecord]]:

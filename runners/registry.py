@@ -7,28 +7,36 @@ ones must not cost their heavy imports (boto3, sqlalchemy, tritonclient) unless
 the contract uses them. This follows fsspec's `registry.py`: a name maps to a
 "module:Class" string plus an install hint, resolved on first use.
 
+Where names come from: the built-ins from the contracts' table (the settings
+model of each `StorageSpec` field names its backend; `BUILTIN_PROTOCOLS` names
+each client), third-party ones from entry points (contracts/plugins.py). A
+storage entry point names the kind's settings model, which names its backend;
+one naming the backend itself (a kind without a model, as plug-ins written
+before the model existed do) works too.
+
 Rules the code relies on:
-- Two distributions declaring the same name with different targets is an error
-  (reported when that name is used), never a silent "last one wins".
+- The same name with two different targets (two distributions, or a
+  distribution and a built-in) is an error (reported when that name is used),
+  never a silent "last one wins".
 - `register()` is the in-process hook for tests; `LONGRUN_RUNNER_PLUGINS` is the
   same hook for a subprocess (a `python -m runners` started by a test):
-  `group:name=module:Class` entries separated by `;` or `,`. Both replace an
-  entry-point registration of the same name on purpose (that is their job).
+  `group:name=module:Class` entries separated by `;` or `,`. Both replace a
+  built-in or an entry point of the same name on purpose (that is their job).
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
-from runners.api import ConfigError
+from contracts.model import BUILTIN_PROTOCOLS
+from contracts.plugins import PROTOCOLS_GROUP, STORAGE_GROUP, StorageSettings, entry_points
+from contracts.storage import BUILTIN_KINDS
+from runners.api import ConfigError, ModelClientFactory, StorageBackend
 
-STORAGE_GROUP = "longrun.storage"
-PROTOCOLS_GROUP = "longrun.protocols"
 PLUGINS_ENV = "LONGRUN_RUNNER_PLUGINS"
 RUNNER_EXTRA_HINT = "pip install 'longrun[runner]'"
 SQL_DRIVERS_HINT = "pip install 'longrun[sql-drivers]'"
@@ -54,12 +62,11 @@ class RegistryError(ConfigError):
 
 @dataclass
 class Registry:
-    """Name -> "module:Class" for one entry-point group, resolved lazily."""
+    """Name -> "module:Class" for one entry-point group and its built-ins, resolved lazily."""
 
     group: str
-    _targets: dict[str, set[str]] = field(default_factory=dict)
+    builtins: Mapping[str, str] = field(default_factory=dict)
     _overrides: dict[str, str | Callable[..., Any]] = field(default_factory=dict)
-    _loaded: bool = False
 
     def register(self, name: str, target: str | Callable[..., Any]) -> None:
         """Register `name` in-process (tests), replacing any entry point of that name."""
@@ -71,8 +78,7 @@ class Registry:
 
     def names(self) -> list[str]:
         """Every registered name, sorted."""
-        self._load_entry_points()
-        return sorted(set(self._targets) | set(self._overrides))
+        return sorted(set(self.builtins) | set(entry_points(self.group)) | set(self._overrides))
 
     def load(self, name: str) -> Any:
         """The class (or factory) registered as `name`, imported now."""
@@ -87,8 +93,9 @@ class Registry:
         env = _env_plugins().get((self.group, name))
         if env is not None:
             return env
-        self._load_entry_points()
-        targets = self._targets.get(name)
+        targets = set(entry_points(self.group).get(name, ()))
+        if name in self.builtins:
+            targets.add(self.builtins[name])
         if not targets:
             raise RegistryError(self._unknown_message(name))
         if len(targets) > 1:
@@ -107,15 +114,6 @@ class Registry:
             f"declares an entry point {name!r} in group {self.group!r} "
             "(see docs/custom-runner.md)"
         )
-
-    def _load_entry_points(self) -> None:
-        if self._loaded:
-            return
-        for ep in metadata.entry_points(group=self.group):
-            # The same distribution can be listed twice (e.g. an editable install seen
-            # through two paths): identical targets collapse in the set.
-            self._targets.setdefault(ep.name, set()).add(ep.value)
-        self._loaded = True
 
 
 def _import_target(target: str, *, what: str) -> Any:
@@ -152,15 +150,25 @@ def _env_plugins() -> dict[tuple[str, str], str]:
     return found
 
 
-storage_backends = Registry(STORAGE_GROUP)
-model_protocols = Registry(PROTOCOLS_GROUP)
+storage_backends = Registry(
+    STORAGE_GROUP, builtins={kind: model.backend for kind, model in BUILTIN_KINDS.items()}
+)
+model_protocols = Registry(PROTOCOLS_GROUP, builtins=BUILTIN_PROTOCOLS)
 
 
-def storage_backend(kind: str) -> Any:
-    """An instance of the storage backend registered for `kind`."""
-    return storage_backends.load(kind)()
+def storage_backend(kind: str) -> Callable[[], StorageBackend]:
+    """The backend class (or factory) of storage `kind`, imported now.
+
+    A target that is a settings model is replaced by the backend it names.
+    """
+    target = storage_backends.load(kind)
+    if isinstance(target, type) and issubclass(target, StorageSettings):
+        target = _import_target(target.backend, what=f"storage backend {kind!r}")
+    backend: Callable[[], StorageBackend] = target
+    return backend
 
 
-def model_protocol(name: str) -> Any:
+def model_protocol(name: str) -> ModelClientFactory:
     """The ModelClientFactory registered for protocol `name`."""
-    return model_protocols.load(name)
+    factory: ModelClientFactory = model_protocols.load(name)
+    return factory

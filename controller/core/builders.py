@@ -224,7 +224,7 @@ def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifes
                 "readOnly": True,
             }
         )
-    for claim, mount_path, read_only in claim_mounts(resolved.config_spec):
+    for claim, mount_path, read_only in resolved.config_spec.storage.volume_claims():
         volume = names.claim_volume_name(claim)
         if all(v["name"] != volume for v in volumes):
             volumes.append({"name": volume, "persistentVolumeClaim": {"claimName": claim}})
@@ -240,23 +240,6 @@ def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifes
             }
         )
     return volumes, mounts
-
-
-def claim_mounts(spec: InferenceConfigSpec) -> list[tuple[str, str, bool]]:
-    """(claim, mountPath, readOnly) for the file storages' volumes, one per distinct pair.
-
-    A mount is read-only when only the input uses it: the runner never writes there.
-    """
-    writable: dict[tuple[str, str], bool] = {}
-    storages = (("input", spec.storage.input), ("output", spec.storage.output))
-    for role, storage in (*storages, ("errors", spec.storage.errors)):
-        file = storage.file if storage is not None else None
-        mount_path = file.volume_mount_path() if file is not None else None
-        if file is None or file.volume is None or mount_path is None:
-            continue
-        key = (file.volume, mount_path)
-        writable[key] = writable.get(key, False) or role != "input"
-    return [(claim, path, not rw) for (claim, path), rw in sorted(writable.items())]
 
 
 def _resources(spec: InferenceConfigSpec) -> Manifest:

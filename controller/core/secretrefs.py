@@ -2,8 +2,11 @@
 
 Two consumers need the same answer: the pod builder mounts each Secret (never
 copying a value), and validation refuses references to another namespace. One
-walker keeps them in agreement. Custom storage kinds pass through untouched, so
-Krateo-shaped `endpointRef` maps inside them are found by a generic scan.
+walker keeps them in agreement. A reference is any `SecretReference` (the
+marker every credential model derives from, a plug-in's included), so a new
+backend's credentials are found without this module knowing its models. Kinds
+without a model pass through untouched, so Krateo-shaped `endpointRef` maps
+inside them are found by a generic scan.
 """
 
 from __future__ import annotations
@@ -14,9 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contracts.base import SecretKeyRef
+from contracts.base import SecretReference
 from contracts.config import InferenceConfigSpec
-from contracts.storage import EndpointRef, S3Credentials
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,8 @@ def secret_names(spec: InferenceConfigSpec) -> list[str]:
 
 
 def _walk_model(model: BaseModel, path: str) -> Iterator[SecretUse]:
-    if isinstance(model, SecretKeyRef | S3Credentials):
-        yield SecretUse(path, model.name)
-        return
-    if isinstance(model, EndpointRef):
-        yield SecretUse(path, model.name, model.namespace)
+    if isinstance(model, SecretReference):
+        yield SecretUse(path, model.name, model.secret_namespace())
         return
     for name, info in type(model).model_fields.items():
         yield from _walk_value(getattr(model, name), f"{path}.{info.alias or name}")

@@ -1,8 +1,8 @@
-"""What every protocol client needs from the endpoint block: credentials, TLS and tensor rows.
+"""What every protocol client needs from the endpoint block: credentials and tensor rows.
 
-Kept in one place so that the HTTP clients and the gRPC client read Secrets, pick CA bundles and
-turn records into rows the same way. Secret values are read once, at construction, and never
-appear in messages or logs.
+Kept in one place so that the HTTP clients and the gRPC client read Secrets and turn records
+into rows the same way (TLS settings are runners/tls.py's, shared with the storage backends).
+Secret values are read once, at construction, and never appear in messages or logs.
 
 Records become rows for the tensor protocols (KServe v1/v2, Triton):
 - the fields named by `inputFields` in that order, else every field of the record in key order;
@@ -30,13 +30,12 @@ from contracts.model import ModelEndpoint
 from runners.api import (
     InputRecord,
     Outcome,
-    Outcomes,
     RecordFailure,
     RunContext,
 )
-from runners.httpio import ca_bundle
 from runners.models import tensors
-from runners.secrets import read_secret, secret_path
+from runners.outcomes import Outcomes
+from runners.secrets import read_secret
 
 DEFAULT_INPUT_NAME = "input-0"
 DEFAULT_DATATYPE = "FP32"
@@ -56,19 +55,6 @@ def auth_header(endpoint: ModelEndpoint, ctx: RunContext) -> tuple[str, str] | N
     if endpoint.auth.header == "Authorization":
         return "Authorization", f"Bearer {key}"
     return "X-API-Key", key
-
-
-def ca_file(endpoint: ModelEndpoint, ctx: RunContext) -> str | None:
-    """Path of the mounted CA bundle named by `tls.caSecretRef`, checked to exist and be PEM."""
-    if endpoint.tls is None or endpoint.tls.ca_secret_ref is None:
-        return None
-    ref = endpoint.tls.ca_secret_ref
-    return ca_bundle(secret_path(ctx, name=ref.name, key=ref.key), field="model.tls.caSecretRef")
-
-
-def is_insecure(endpoint: ModelEndpoint) -> bool:
-    """True when certificate verification is switched off."""
-    return endpoint.tls is not None and endpoint.tls.insecure_skip_verify
 
 
 def _number(value: Any) -> float | int:

@@ -37,8 +37,9 @@ from urllib.parse import urlsplit
 
 from contracts.model import ModelEndpoint
 from runners.api import BatchRejected, ConfigError, RunContext, TransientError
-from runners.models.common import auth_header, ca_file, is_insecure
+from runners.models.common import auth_header
 from runners.retry import retry_after
+from runners.tls import ssl_context
 
 REASON_LIMIT = 200
 # Errors meaning "the server closed this kept-alive connection": safe to re-send once.
@@ -87,15 +88,6 @@ class Transport(Protocol):
 def with_scheme(url: str) -> str:
     """`url` with http:// added when it has no scheme (Krateo writes bare host/path URLs)."""
     return url if "://" in url else f"http://{url}"
-
-
-def tls_context(endpoint: ModelEndpoint, ctx: RunContext) -> ssl.SSLContext:
-    """The SSL context for https URLs: the mounted CA bundle, or no verification at all."""
-    context = ssl.create_default_context(cafile=ca_file(endpoint, ctx))
-    if is_insecure(endpoint):
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 # (scheme, host, port, proxy address or None): what a kept-alive connection is for.
@@ -294,7 +286,8 @@ class HttpClient:
         transport: Transport | None = None,
     ) -> None:
         base = with_scheme(endpoint.url)
-        tls = tls_context(endpoint, ctx) if base.startswith("https://") else None
+        https = base.startswith("https://")
+        tls = ssl_context(endpoint.tls, ctx, field="model.tls.caSecretRef") if https else None
         self.transport = transport or ConnectionPool(timeout=endpoint.timeout_seconds, tls=tls)
         self.headers = {
             "Content-Type": "application/json",

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from contracts.model import ModelEndpoint
-from runners.api import InputRecord, Outcomes, RunContext, TransientError
+from runners.api import InputRecord, RunContext, TransientError
 from runners.models import tensors
 from runners.models.common import (
     DEFAULT_DATATYPE,
@@ -41,6 +41,7 @@ from runners.models.http import (
     parse_json,
     with_scheme,
 )
+from runners.outcomes import Outcomes
 
 _V1_PATH = re.compile(r"/v1/models/[^/]+:predict$")
 _V2_PATH = re.compile(r"/v2/models/[^/]+(/versions/[^/]+)?/infer$")

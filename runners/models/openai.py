@@ -38,7 +38,6 @@ from runners.api import (
     BatchRejected,
     InputRecord,
     Outcome,
-    Outcomes,
     Prediction,
     RecordFailure,
     RunContext,
@@ -53,6 +52,7 @@ from runners.models.http import (
     json_body,
     with_scheme,
 )
+from runners.outcomes import Outcomes
 from runners.retry import RequestPolicy
 
 DEFAULT_PROMPT_FIELD = "prompt"

@@ -30,7 +30,6 @@ from runners.api import (
     BatchRejected,
     ConfigError,
     InputRecord,
-    Outcomes,
     RunContext,
     TransientError,
 )
@@ -40,9 +39,9 @@ from runners.models.common import (
     DEFAULT_INPUT_NAME,
     Rows,
     auth_header,
-    ca_file,
-    is_insecure,
 )
+from runners.outcomes import Outcomes
+from runners.tls import ca_file, is_insecure
 
 INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 _UNLIMITED = 2**31 - 1
@@ -95,14 +94,14 @@ def grpc_target(url: str) -> tuple[str, bool]:
 def open_channel(endpoint: ModelEndpoint, ctx: RunContext) -> grpc.Channel:
     """An insecure or TLS channel to the endpoint, with tritonclient's message size limits."""
     target, tls_scheme = grpc_target(endpoint.url)
-    if is_insecure(endpoint):
+    if is_insecure(endpoint.tls):
         raise ConfigError(
             "model.tls.insecureSkipVerify: gRPC cannot skip certificate verification; "
             "mount the server's CA with model.tls.caSecretRef instead"
         )
     if not tls_scheme and endpoint.tls is None:
         return grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-    path = ca_file(endpoint, ctx)
+    path = ca_file(endpoint.tls, ctx, field="model.tls.caSecretRef")
     roots = None
     if path is not None:
         with open(path, "rb") as handle:

@@ -15,19 +15,28 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from contracts.storage import FileStorage
-from runners.api import ConfigError, ErrorRecord, InputRecord, OutputRecord, RunContext
+from runners.api import (
+    ConfigError,
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RunContext,
+    Sink,
+    Source,
+    StorageBackend,
+)
 from runners.formats import count_records, encode_chunk, guess_format, make_record, parse_rows
 
 MANIFEST = "_SUCCESS"
 _TMP_PREFIX = ".tmp-"
 
 
-class FileBackend:
+class FileBackend(StorageBackend):
     """StorageBackend for kind `file`."""
 
     def open_source(self, settings: FileStorage, ctx: RunContext) -> FileSource:
@@ -43,7 +52,7 @@ class FileBackend:
         return settings.model_copy(update={"path": settings.path.rstrip("/") + "-errors"})
 
 
-class FileSource:
+class FileSource(Source):
     """Records from one file or every file of a directory, in name order."""
 
     def __init__(self, settings: FileStorage) -> None:
@@ -56,7 +65,7 @@ class FileSource:
         else:
             raise ConfigError(f"path: {root} does not exist (is the volume mounted?)")
 
-    def records(self, skip: int) -> Iterator[InputRecord]:
+    def records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Records with position >= skip; positions continue across files."""
         start = 0
         for path in self.files:
@@ -87,7 +96,7 @@ def _is_data(name: str) -> bool:
     return not name.startswith((".", "_"))
 
 
-class FileSink:
+class FileSink(Sink):
     """One file per chunk in a directory, written by atomic rename."""
 
     def __init__(self, settings: FileStorage, ctx: RunContext, *, role: str) -> None:

@@ -21,21 +21,31 @@ header). Page and offset modes seek directly to the first uncommitted record.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 import requests
 
 from contracts.storage import HttpPagination, HttpStorage
-from runners.api import ConfigError, ErrorRecord, InputRecord, OutputRecord, RunContext
+from runners.api import (
+    ConfigError,
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RunContext,
+    Sink,
+    Source,
+    StorageBackend,
+)
 from runners.formats import jsonable, output_row, record_id
-from runners.httpio import ca_bundle, dig, json_body, new_session, send
-from runners.secrets import read_secret, secret_path
+from runners.httpio import dig, json_body, new_session, send
+from runners.secrets import read_secret
+from runners.tls import verify
 
 TLS_HINT = "set tls.caSecretRef to the CA that signed it"
 
 
-class HttpBackend:
+class HttpBackend(StorageBackend):
     """StorageBackend for kind `http`."""
 
     def open_source(self, settings: HttpStorage, ctx: RunContext) -> HttpSource:
@@ -57,16 +67,10 @@ def make_session(settings: HttpStorage, ctx: RunContext) -> requests.Session:
             headers["Authorization"] = f"Bearer {key}"
         else:
             headers["X-API-Key"] = key
-    verify: bool | str = True
-    if settings.tls is not None and settings.tls.insecure_skip_verify:
-        verify = False
-    elif settings.tls is not None and settings.tls.ca_secret_ref is not None:
-        ref = settings.tls.ca_secret_ref
-        verify = ca_bundle(secret_path(ctx, name=ref.name, key=ref.key), field="tls.caSecretRef")
-    return new_session(headers, verify=verify)
+    return new_session(headers, verify=verify(settings.tls, ctx, field="tls.caSecretRef"))
 
 
-class HttpSource:
+class HttpSource(Source):
     """Records from a JSON API, page by page."""
 
     def __init__(self, settings: HttpStorage, ctx: RunContext) -> None:
@@ -97,7 +101,7 @@ class HttpSource:
         where = self.settings.records_path or "the response"
         raise ConfigError(f"recordsPath: {where} is not a list of records")
 
-    def records(self, skip: int) -> Iterator[InputRecord]:
+    def records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Records with position >= skip, fetching pages lazily."""
         position = None
         for start, rows in self._pages(skip):
@@ -166,7 +170,7 @@ class HttpSource:
         self.session.close()
 
 
-class HttpSink:
+class HttpSink(Sink):
     """One request per chunk; the receiver de-duplicates by (jobId, jobName, chunk)."""
 
     def __init__(self, settings: HttpStorage, ctx: RunContext, *, role: str) -> None:

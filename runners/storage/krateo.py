@@ -44,25 +44,34 @@ import base64
 import binascii
 import json
 import os
-import ssl
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import requests
 
 from contracts.storage import KrateoStorage
-from runners.api import ConfigError, ErrorRecord, InputRecord, OutputRecord, RunContext
+from runners.api import (
+    ConfigError,
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RunContext,
+    Sink,
+    Source,
+    StorageBackend,
+)
 from runners.formats import jsonable, output_row, record_id
 from runners.httpio import json_body, new_session, send
+from runners.tls import check_pem
 
 _TIMEOUT = 300.0
 _TLS_HINT = "put the CA that signed it in the endpoint Secret's key certificate-authority-data"
 
 
-class KrateoBackend:
+class KrateoBackend(StorageBackend):
     """StorageBackend for kind `krateo`."""
 
     def open_source(self, settings: KrateoStorage, ctx: RunContext) -> KrateoSource:
@@ -128,12 +137,7 @@ class Endpoint:
                 raise ConfigError(
                     "api.endpointRef: certificate-authority-data is not PEM"
                 ) from None
-        try:
-            ssl.create_default_context(cadata=pem)
-        except (ssl.SSLError, ValueError) as exc:
-            raise ConfigError(
-                f"api.endpointRef: certificate-authority-data is not a PEM CA bundle ({exc})"
-            ) from None
+        check_pem(field="api.endpointRef", what="certificate-authority-data", cadata=pem)
         fd, self._ca_file = tempfile.mkstemp(prefix="krateo-ca-", suffix=".pem")
         with os.fdopen(fd, "w") as handle:
             handle.write(pem)
@@ -160,14 +164,14 @@ class Endpoint:
             Path(self._ca_file).unlink(missing_ok=True)
 
 
-class KrateoSource:
+class KrateoSource(Source):
     """The records returned by one call of the endpoint."""
 
     def __init__(self, settings: KrateoStorage, ctx: RunContext) -> None:
         self.body = {**ctx.parameters, **_payload(settings.api.payload)}
         self.endpoint = Endpoint(settings, ctx)
 
-    def records(self, skip: int) -> Iterator[InputRecord]:
+    def records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Records with position >= skip."""
         rows = _rows(json_body(self.endpoint.call(self.body), field="api.path"))
         for position, row in enumerate(rows):
@@ -208,7 +212,7 @@ def _rows(payload: Any) -> list[Any]:
     raise ConfigError("api.path: the response is neither a list nor an object with a list `result`")
 
 
-class KrateoSink:
+class KrateoSink(Sink):
     """One string-valued request per chunk, merged with the run parameters (see module doc)."""
 
     def __init__(self, settings: KrateoStorage, ctx: RunContext, *, role: str) -> None:
@@ -266,7 +270,7 @@ class PodLog:
     """Settings of the default error output: the pod log (see module doc)."""
 
 
-class PodLogSink:
+class PodLogSink(Sink):
     """Failed records as one JSON line each on stderr, the pod's log."""
 
     location = "pod log"

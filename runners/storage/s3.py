@@ -20,7 +20,7 @@ HEAD per chunk instead of reading them (objects written without it are read).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from typing import Any
 
 import boto3
@@ -40,6 +40,9 @@ from runners.api import (
     InputRecord,
     OutputRecord,
     RunContext,
+    Sink,
+    Source,
+    StorageBackend,
     TransientError,
 )
 from runners.formats import (
@@ -51,14 +54,15 @@ from runners.formats import (
     make_record,
     parse_rows,
 )
-from runners.secrets import read_secret, secret_path
+from runners.secrets import read_secret
+from runners.tls import verify
 
 MANIFEST = "_SUCCESS"
 _READ_CHUNK = 1 << 16
 _RECORDS_META = "records"
 
 
-class S3Backend:
+class S3Backend(StorageBackend):
     """StorageBackend for kind `s3`."""
 
     def open_source(self, settings: S3Storage, ctx: RunContext) -> S3Source:
@@ -103,18 +107,9 @@ def make_client(settings: S3Storage, ctx: RunContext) -> Any:
 
 
 def _verify(settings: S3Storage, ctx: RunContext) -> bool | str | None:
-    tls = settings.tls
-    if tls is None:
-        return None
-    if tls.insecure_skip_verify:
-        return False
-    if tls.ca_secret_ref is not None:
-        ref = tls.ca_secret_ref
-        path = secret_path(ctx, name=ref.name, key=ref.key)
-        if not path.is_file():
-            raise ConfigError(f"tls.caSecretRef: Secret {ref.name!r} key {ref.key!r} not mounted")
-        return str(path)
-    return None
+    # None rather than True when nothing is set: botocore then still honours AWS_CA_BUNDLE.
+    found = verify(settings.tls, ctx, field="tls.caSecretRef")
+    return None if found is True else found
 
 
 def _error(exc: Exception, *, what: str, field: str) -> Exception:
@@ -130,7 +125,7 @@ def _error(exc: Exception, *, what: str, field: str) -> Exception:
     return exc
 
 
-class S3Source:
+class S3Source(Source):
     """Records of one object or of every object under a prefix, in key order."""
 
     def __init__(self, settings: S3Storage, ctx: RunContext) -> None:
@@ -152,7 +147,7 @@ class S3Source:
         except (ClientError, BotoCoreError) as exc:
             raise _error(exc, what=f"listing s3://{self.settings.bucket}", field="prefix") from exc
 
-    def records(self, skip: int) -> Iterator[InputRecord]:
+    def records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Records with position >= skip; positions continue across objects."""
         start = 0
         for key in self._keys():
@@ -186,7 +181,7 @@ class S3Source:
         self.client.close()
 
 
-class S3Sink:
+class S3Sink(Sink):
     """One object per chunk under `prefix`."""
 
     def __init__(self, settings: S3Storage, ctx: RunContext, *, role: str) -> None:

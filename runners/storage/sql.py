@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,6 +34,9 @@ from runners.api import (
     InputRecord,
     OutputRecord,
     RunContext,
+    Sink,
+    Source,
+    StorageBackend,
     TransientError,
 )
 from runners.formats import jsonable, record_id
@@ -43,7 +46,7 @@ _YIELD_PER = 1000
 _MANIFEST_CHUNK = -1
 
 
-class SqlBackend:
+class SqlBackend(StorageBackend):
     """StorageBackend for kind `sql`."""
 
     def open_source(self, settings: SqlStorage, ctx: RunContext) -> SqlSource:
@@ -96,7 +99,7 @@ def _transient(exc: sa.exc.DBAPIError) -> bool:
     return bool(exc.connection_invalidated) or isinstance(exc, sa.exc.OperationalError)
 
 
-class SqlSource:
+class SqlSource(Source):
     """Rows of a table (ordered) or of a query, streamed."""
 
     def __init__(self, settings: SqlStorage, ctx: RunContext) -> None:
@@ -162,7 +165,7 @@ class SqlSource:
             return [table.c[id_field]]
         return list(table.primary_key.columns)
 
-    def records(self, skip: int) -> Iterator[InputRecord]:
+    def records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Rows with position >= skip, as dicts of JSON-friendly values."""
         stmt, params, python_skip = self._statement(skip)
         id_field = self._id_field
@@ -200,7 +203,7 @@ class SqlSource:
         self.engine.dispose()
 
 
-class SqlSink:
+class SqlSink(Sink):
     """Chunks as rows of an output table plus a commit table."""
 
     def __init__(self, settings: SqlStorage, ctx: RunContext, *, role: str) -> None:

@@ -1,12 +1,14 @@
 """The pydantic models: what they accept, reject and how they serialize.
 
 Real: the models, Krateo's own example YAML (vendored in testdata/krateo-upstream).
-Faked: nothing.
+Faked: the installed entry points, where a test needs a storage plug-in.
 """
 
 from __future__ import annotations
 
 import typing
+from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,12 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 import contracts
-from contracts.base import SecretKeyRef
+from contracts import plugins
+from contracts.base import SecretKeyRef, SecretReference
 from contracts.config import InferenceConfigSpec
 from contracts.contract import RunnerContract
 from contracts.resources import API_VERSION, parse_resource
-from contracts.storage import StorageSpec
+from contracts.storage import EndpointRef, S3Credentials, StorageSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 KRATEO_DIR = ROOT / "testdata" / "krateo-upstream"
@@ -88,8 +91,45 @@ def test_unknown_storage_kind_passes_through_untouched() -> None:
     custom = {"custom": {"s3": {"endpointRef": {"name": "x"}, "moreCustom": "data"}}}
     storage = StorageSpec.model_validate(custom)
     assert storage.kind == "custom"
-    assert not storage.is_builtin
+    assert storage.body() == custom["custom"]
     assert storage.to_wire() == custom
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[metadata.EntryPoint]]:
+    """The entry points the installed packages declare: none unless a test adds some."""
+    eps: list[metadata.EntryPoint] = []
+    monkeypatch.setattr(
+        plugins.metadata, "entry_points", lambda group: [e for e in eps if e.group == group]
+    )
+    plugins.entry_points.cache_clear()
+    yield eps
+    plugins.entry_points.cache_clear()
+
+
+def test_a_kind_whose_entry_point_names_no_settings_model_passes_through(
+    installed: list[metadata.EntryPoint],
+) -> None:
+    installed += [
+        metadata.EntryPoint("legacy", "json:dumps", plugins.STORAGE_GROUP),  # a backend, say
+        metadata.EntryPoint("broken", "no_such_module:Settings", plugins.STORAGE_GROUP),
+    ]
+    for kind in ("legacy", "broken"):
+        assert StorageSpec.model_validate({kind: {"a": 1}}).body() == {"a": 1}
+
+
+def test_every_model_naming_a_secret_is_a_secret_reference() -> None:
+    """The controller finds Secrets by this marker alone: a credential model without it
+    would have its Secret neither mounted nor namespace-checked."""
+
+    def names_a_secret(model: type[BaseModel]) -> bool:
+        name = model.model_fields.get("name")
+        return name is not None and "Secret" in (name.description or "")
+
+    models = _all_models()
+    naming = {m for m in models if names_a_secret(m)}
+    assert naming == {m for m in models if issubclass(m, SecretReference)}
+    assert naming >= {SecretKeyRef, S3Credentials, EndpointRef}
 
 
 def test_builtin_storage_kind_is_validated() -> None:

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from runners.api import ErrorRecord, InputRecord, OutputRecord, RunContext
+from runners.api import (
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RunContext,
+    Sink,
+    Source,
+    StorageBackend,
+)
 from runners.formats import output_row, record_id
 
 
@@ -29,7 +37,7 @@ class MemoryStore:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class MemoryBackend:
+class MemoryBackend(StorageBackend):
     """StorageBackend over a MemoryStore; settings are `{"name": <location>}`."""
 
     def __init__(self, store: MemoryStore | None = None) -> None:
@@ -45,11 +53,11 @@ class MemoryBackend:
         return {"name": f"{settings.get('name', 'output')}-errors"}
 
 
-class MemorySource:
+class MemorySource(Source):
     def __init__(self, store: MemoryStore) -> None:
         self.store = store
 
-    def records(self, skip: int) -> Iterator[InputRecord]:
+    def records(self, skip: int) -> Generator[InputRecord, None, None]:
         for position in range(skip, len(self.store.inputs)):
             data = self.store.inputs[position]
             yield InputRecord(
@@ -63,7 +71,7 @@ class MemorySource:
         pass
 
 
-class MemorySink:
+class MemorySink(Sink):
     def __init__(self, store: MemoryStore, name: str) -> None:
         self.store = store
         self.location = f"memory://{name}"

@@ -14,10 +14,16 @@ from typing import Any
 
 import pytest
 
-from runners.api import ErrorRecord, OutputRecord
-from runners.formats import UnreadableRecord, decode_chunk, encode_chunk, read_records
+from runners.api import ErrorRecord, InputRecord, OutputRecord
+from runners.formats import UnreadableRecord, decode_chunk, encode_chunk, make_record, parse_rows
 
 BAD_LINES = ['{"a": 1} x', '{"a": 1}{"b": 2}', '{"a": ', "[1, 2]", "nope", '"text"', "{} \t {}"]
+
+
+def read_jsonl(lines: list[str]) -> list[InputRecord]:
+    """The records a source makes of `lines`, as the file source does."""
+    rows = enumerate(parse_rows(lines, fmt="jsonl"))
+    return [make_record(row, position, id_field=None) for position, row in rows if row is not None]
 
 
 def loads_reason(text: str) -> str:
@@ -31,7 +37,7 @@ def loads_reason(text: str) -> str:
 
 def test_jsonl_lines_parse_as_json_loads_and_blank_lines_take_no_position() -> None:
     lines = ['{"a": 1, "b": [1.5, "é"]}\n', "\n", '  {"a": 2}  \r\n', '{"a": {"c": null}}']
-    found = list(read_records(lines, fmt="jsonl", id_field=None))
+    found = read_jsonl(lines)
     assert [(r.position, r.id, r.data) for r in found] == [
         (0, "0", {"a": 1, "b": [1.5, "é"]}),
         (1, "1", {"a": 2}),
@@ -41,7 +47,7 @@ def test_jsonl_lines_parse_as_json_loads_and_blank_lines_take_no_position() -> N
 
 @pytest.mark.parametrize("text", BAD_LINES)
 def test_unreadable_jsonl_lines_say_what_json_loads_says(text: str) -> None:
-    (record,) = read_records([text + "\n"], fmt="jsonl", id_field=None)
+    (record,) = read_jsonl([text + "\n"])
     assert isinstance(record, UnreadableRecord)
     assert record.reason == loads_reason(text.strip())
 

@@ -1,4 +1,4 @@
-"""runners.api.Outcomes: a batch's outcomes as plain values that read like a list of Outcomes.
+"""runners.outcomes.Outcomes: a batch's outcomes as plain values that read like a list of Outcomes.
 
 Nothing is faked: a pure value type.
 """
@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from runners.api import Outcomes, Prediction, RecordFailure
+from runners.api import Prediction, RecordFailure
+from runners.outcomes import Outcomes
 
 BAD = RecordFailure("bad row")
 

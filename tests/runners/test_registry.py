@@ -1,10 +1,10 @@
 """The plugin registry, backoff and rate limiter, and progress lines.
 
-Real: runners.registry against the installed entry points (the editable
-install of this repo), runners.retry, runners.progress, and the entry points
-shown in docs/custom-runner.md checked against the contract's schema. Faked: entry points
-where a test needs a duplicate, module imports where a test needs a missing
-dependency, and clocks (no sleeping, no timed assertions).
+Real: runners.registry over the contracts' table of built-ins and the installed entry
+points, runners.retry, runners.progress, and the entry points shown in docs/custom-runner.md
+checked against the contract's schema. Faked: the installed entry points where a test needs
+none or a duplicate, module imports where a test needs a missing dependency, and clocks (no
+sleeping, no timed assertions).
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ import random
 import re
 import threading
 import tomllib
+from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contracts import plugins
 from contracts.config import RunnerTuning
-from contracts.model import ModelEndpoint
+from contracts.model import BUILTIN_PROTOCOLS, ModelEndpoint
+from contracts.storage import BUILTIN_KINDS
 from runners import registry
 from runners.api import ConfigError, TransientError
 from runners.progress import Progress
@@ -29,28 +32,51 @@ from runners.retry import Backoff, RateLimiter, RequestPolicy, Stopped, call_wit
 from runners.storage.file import FileBackend
 
 
-def test_builtin_kinds_resolve_lazily_from_entry_points() -> None:
-    reg = registry.Registry(registry.STORAGE_GROUP)
-    assert {"file", "http", "krateo", "s3", "sql"} <= set(reg.names())
-    assert reg.load("file") is FileBackend
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[metadata.EntryPoint]]:
+    """The entry points the installed packages declare: none unless a test adds some."""
+    eps: list[metadata.EntryPoint] = []
+    monkeypatch.setattr(
+        plugins.metadata, "entry_points", lambda group: [e for e in eps if e.group == group]
+    )
+    plugins.entry_points.cache_clear()
+    yield eps
+    plugins.entry_points.cache_clear()
 
 
-def test_duplicate_entry_points_are_rejected(monkeypatch: pytest.MonkeyPatch) -> None:
-    eps = [
-        metadata.EntryPoint("dup", "a.mod:A", registry.STORAGE_GROUP),
-        metadata.EntryPoint("dup", "b.mod:B", registry.STORAGE_GROUP),
+def test_builtins_come_from_the_contracts_table_without_entry_points(
+    installed: list[metadata.EntryPoint],
+) -> None:
+    assert registry.storage_backends.names() == sorted(BUILTIN_KINDS)
+    assert registry.model_protocols.names() == sorted(BUILTIN_PROTOCOLS)
+    assert registry.storage_backend("file") is FileBackend
+    for name in BUILTIN_PROTOCOLS:
+        assert callable(registry.model_protocol(name))
+
+
+def test_duplicate_entry_points_are_rejected(installed: list[metadata.EntryPoint]) -> None:
+    installed += [
+        metadata.EntryPoint("dup", "a.mod:A", plugins.STORAGE_GROUP),
+        metadata.EntryPoint("dup", "b.mod:B", plugins.STORAGE_GROUP),
     ]
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: eps)
     with pytest.raises(
         ConfigError, match=r"'dup' is registered more than once .*a\.mod:A, b\.mod:B"
     ):
-        registry.Registry(registry.STORAGE_GROUP).load("dup")
+        registry.storage_backend("dup")
 
 
-def test_same_entry_point_seen_twice_is_not_a_duplicate(monkeypatch: pytest.MonkeyPatch) -> None:
-    ep = metadata.EntryPoint("file", "runners.storage.file:FileBackend", registry.STORAGE_GROUP)
-    monkeypatch.setattr(registry.metadata, "entry_points", lambda group: [ep, ep])
-    assert registry.Registry(registry.STORAGE_GROUP).load("file") is FileBackend
+def test_an_entry_point_clashing_with_a_builtin_is_rejected(
+    installed: list[metadata.EntryPoint],
+) -> None:
+    installed.append(metadata.EntryPoint("sql", "other.sql:SqlBackend", plugins.STORAGE_GROUP))
+    with pytest.raises(ConfigError, match=r"'sql' is registered more than once"):
+        registry.storage_backend("sql")
+
+
+def test_same_target_seen_twice_is_not_a_duplicate(installed: list[metadata.EntryPoint]) -> None:
+    ep = metadata.EntryPoint("file", "runners.storage.file:FileBackend", plugins.STORAGE_GROUP)
+    installed += [ep, ep]  # an editable install seen through two paths, naming the built-in
+    assert registry.storage_backend("file") is FileBackend
 
 
 def test_missing_optional_dependency_gives_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,18 +87,20 @@ def test_missing_optional_dependency_gives_install_hint(monkeypatch: pytest.Monk
     with pytest.raises(
         ConfigError, match=r"needs the 'boto3' package: pip install 'longrun\[runner\]'"
     ):
-        registry.Registry(registry.STORAGE_GROUP).load("s3")
+        registry.storage_backend("s3")
 
 
 def test_unknown_name_lists_known_ones_and_the_group() -> None:
     with pytest.raises(
         ConfigError, match=r"no storage backend registered for 'nope' \(known: .*file"
     ):
-        registry.Registry(registry.STORAGE_GROUP).load("nope")
+        registry.storage_backend("nope")
 
 
 def test_register_replaces_and_unregister_restores() -> None:
-    reg = registry.Registry(registry.STORAGE_GROUP)
+    reg = registry.Registry(
+        plugins.STORAGE_GROUP, builtins={"file": "runners.storage.file:FileBackend"}
+    )
     reg.register("file", dict)
     assert reg.load("file") is dict
     reg.unregister("file")
@@ -83,13 +111,13 @@ def test_env_hook_registers_module_class(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv(
         registry.PLUGINS_ENV, "longrun.storage:local=runners.storage.file:FileBackend"
     )
-    assert registry.Registry(registry.STORAGE_GROUP).load("local") is FileBackend
+    assert registry.Registry(plugins.STORAGE_GROUP).load("local") is FileBackend
 
 
 def test_malformed_env_hook_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(registry.PLUGINS_ENV, "local=FileBackend")
     with pytest.raises(ConfigError, match="is not 'group:name=module:Class'"):
-        registry.Registry(registry.STORAGE_GROUP).load("local")
+        registry.Registry(plugins.STORAGE_GROUP).load("local")
 
 
 def test_protocol_names_in_the_custom_runner_guide_pass_contract_validation() -> None:
@@ -101,7 +129,7 @@ def test_protocol_names_in_the_custom_runner_guide_pass_contract_validation() ->
         for name in tomllib.loads(block)
         .get("project", {})
         .get("entry-points", {})
-        .get(registry.PROTOCOLS_GROUP, {})
+        .get(plugins.PROTOCOLS_GROUP, {})
     ]
     assert names
     for name in names:

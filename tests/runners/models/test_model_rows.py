@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 from model_fakes import records
 
-from runners.api import Outcomes, Prediction, RecordFailure
+from runners.api import Prediction, RecordFailure
 from runners.models import tensors
 from runners.models.common import Rows
+from runners.outcomes import Outcomes
 
 
 def rows_of(*data: Any, datatype: str | None = "FP32", fields: list[str] | None = None) -> Rows:
