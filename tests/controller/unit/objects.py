@@ -47,10 +47,6 @@ def resolved(run_spec: dict[str, Any] | None = None, **config_spec: Any) -> Reso
     )
 
 
-def job_status(**status: Any) -> dict[str, Any]:
-    return status
-
-
 def finished(kind: str, *, reason: str = "", message: str = "") -> dict[str, Any]:
     cond = {
         "type": kind,
