@@ -7,12 +7,16 @@ instead of surfacing later as a confusing reconcile error.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+# Started by hand (a workstation, CI), /metrics and the probes answer only on this machine.
+# The chart binds them to the pod's network, where the kubelet and Prometheus reach them.
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 DEFAULT_IMAGE = "ghcr.io/longrun-dev/longrun-runner:latest"  # docker/runner.Dockerfile
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h)?)+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
@@ -60,6 +64,17 @@ def parse_int(text: str, *, name: str, minimum: int = 1) -> int:
     return value
 
 
+def parse_address(text: str, *, name: str) -> str:
+    """An IPv4 or IPv6 address to listen on (`0.0.0.0` and `::` mean every interface)."""
+    value = text.strip() or DEFAULT_BIND_ADDRESS
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise SettingsError(
+            f"{name}={text!r} is not an IP address (examples: 127.0.0.1, 0.0.0.0, ::)"
+        ) from None
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the controller reads from its environment."""
@@ -78,6 +93,8 @@ class Settings:
     log_format: str = "json"
     metrics_port: int = 8080
     health_port: int = 8081
+    metrics_bind_address: str = DEFAULT_BIND_ADDRESS
+    health_bind_address: str = DEFAULT_BIND_ADDRESS
     lease_duration: int = 15
     renew_deadline: int = 10
     retry_period: int = 2
@@ -119,4 +136,10 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         log_format=log_format,
         metrics_port=parse_int(get("METRICS_PORT", "8080"), name="METRICS_PORT", minimum=0),
         health_port=parse_int(get("HEALTH_PORT", "8081"), name="HEALTH_PORT", minimum=0),
+        metrics_bind_address=parse_address(
+            get("METRICS_BIND_ADDRESS", ""), name="METRICS_BIND_ADDRESS"
+        ),
+        health_bind_address=parse_address(
+            get("HEALTH_BIND_ADDRESS", ""), name="HEALTH_BIND_ADDRESS"
+        ),
     )

@@ -9,16 +9,19 @@ restarts the pod as a follower, as controller-runtime does.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import signal
 import socket
 import sys
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from controller.core.settings import Settings, SettingsError, settings_from_env
 from controller.runtime import logs
+from controller.runtime.serve import Endpoint, Route, probe
 
 log = logging.getLogger("controller")
 FLAGS = {
@@ -36,6 +39,8 @@ FLAGS = {
     "log_format": "LOG_FORMAT",
     "metrics_port": "METRICS_PORT",
     "health_port": "HEALTH_PORT",
+    "metrics_bind_address": "METRICS_BIND_ADDRESS",
+    "health_bind_address": "HEALTH_BIND_ADDRESS",
 }
 
 
@@ -73,9 +78,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"longrun controller: {exc}", file=sys.stderr)
         return 2
     logs.configure(level=settings.log_level, fmt=settings.log_format)
+    for warning in loopback_warnings(settings, os.environ):
+        log.warning("%s", warning)
     from controller.kube import load_api_client  # the kubernetes client loads lazily
     from controller.runtime.manager import CacheSyncError, Manager
-    from controller.runtime.serve import Endpoint, probe
 
     manager = Manager(
         load_api_client(args.kubeconfig, context=args.context),
@@ -90,11 +96,7 @@ def run(args: argparse.Namespace) -> int:
         done.set()
 
     manager.on_lost_leadership = lost
-    metrics = Endpoint(settings.metrics_port, {"/metrics": _metrics_route(manager)})
-    health = Endpoint(
-        settings.health_port,
-        {"/healthz": probe(lambda: True), "/readyz": probe(manager.is_ready)},
-    )
+    metrics, health = _endpoints(manager, settings)
     for endpoint in (metrics, health):
         endpoint.start()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -113,11 +115,43 @@ def run(args: argparse.Namespace) -> int:
     return exit_code[0]
 
 
-def _metrics_route(manager: Any) -> Any:
+def loopback_warnings(settings: Settings, env: Mapping[str, str]) -> list[str]:
+    """What a pod cannot reach: endpoints on loopback while running in a cluster."""
+    if not env.get("KUBERNETES_SERVICE_HOST"):
+        return []  # started by hand: loopback is the safe default
+    bound = {"HEALTH_BIND_ADDRESS": (settings.health_bind_address, "the kubelet's probes"),
+             "METRICS_BIND_ADDRESS": (settings.metrics_bind_address, "Prometheus")}  # fmt: skip
+    return [
+        f"{name}={address} is a loopback address: {who} cannot reach it through the pod IP; "
+        f"set {name}=0.0.0.0 (the chart does)"
+        for name, (address, who) in bound.items()
+        if ipaddress.ip_address(address).is_loopback
+    ]
+
+
+def _endpoints(manager: Any, settings: Settings) -> tuple[Endpoint, Endpoint]:
+    """/metrics and the probes, each on its own port and address."""
+    metrics = Endpoint(
+        settings.metrics_port,
+        {"/metrics": metrics_route(manager)},
+        host=settings.metrics_bind_address,
+    )
+    health = Endpoint(
+        settings.health_port,
+        {"/healthz": probe(lambda: True), "/readyz": probe(manager.is_ready)},
+        host=settings.health_bind_address,
+    )
+    return metrics, health
+
+
+def metrics_route(manager: Any) -> Route:
+    """/metrics: the manager's metrics, with the runs per phase counted at scrape time."""
+    from controller.runtime.metrics import CONTENT_TYPE
+
     def route() -> tuple[int, str, str]:
         manager.metrics.runs.replace(
             {k: float(v) for k, v in manager.cluster.phase_counts().items()}, label="phase"
         )
-        return 200, "text/plain; version=0.0.4", manager.metrics.render()
+        return 200, CONTENT_TYPE, manager.metrics.render()
 
     return route

@@ -124,6 +124,8 @@ def test_rbac_is_least_privilege(chart: Any, values: Any) -> None:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
 
 
+# ClusterRoles for people, aggregated into the built-in view/edit/admin (not the controller's).
+PEOPLE_ROLES = ("longrun-view", "longrun-edit")
 # Exactly what controller/kube/ sends; a new request needs a new grant, on purpose.
 CONTROLLER_GRANTS = {
     ("longrun.dev", "inferenceruns"): {"get", "list", "watch", "delete"},
@@ -145,7 +147,8 @@ def test_controller_role_grants_exactly_the_requests_it_sends(chart: Any, values
     docs = _render(chart, values)
     roles = [d for d in docs if d["kind"] in ("Role", "ClusterRole")]
     for role in roles:
-        if role["metadata"]["name"].endswith("-leader-election"):
+        name = role["metadata"]["name"]
+        if name.endswith("-leader-election") or name in PEOPLE_ROLES:
             continue
         grants: dict[tuple[str, str], set[str]] = {}
         for rule in role["rules"]:
@@ -172,7 +175,8 @@ def test_runner_service_account_is_named_only_where_it_exists(
 
 def test_watch_namespaces_gives_namespaced_roles(chart: Any) -> None:
     docs = _render(chart, NON_DEFAULT)
-    kinds = [d["kind"] for d in docs]
+    controller = [d for d in docs if d["metadata"]["name"] not in PEOPLE_ROLES]
+    kinds = [d["kind"] for d in controller]
     assert "ClusterRole" not in kinds and "ClusterRoleBinding" not in kinds
     roles = {d["metadata"]["namespace"] for d in docs if d["kind"] == "RoleBinding"}
     assert roles == {"team-a", "team-b", "longrun-system"}  # + leader election
@@ -226,8 +230,22 @@ def test_settings_reach_the_controller_environment(chart: Any) -> None:
         {"controller": {"logFormat": "xml"}},
         {"contoller": {}},
         {"replicaCount": 2, "leaderElection": {"enabled": False}},
+        {"metrics": {"bindAddress": "my-host"}},
+        {"health": {"bindAddress": "127.0.0.1"}},
+        {"metrics": {"bindAddress": "127.0.0.1"}},
+        {"rbac": {"aggregateToDefaultRoles": "yes"}},
     ],
-    ids=["bad-duration", "zero-workers", "bad-log-format", "misspelled-key", "replicas-no-leader"],
+    ids=[
+        "bad-duration",
+        "zero-workers",
+        "bad-log-format",
+        "misspelled-key",
+        "replicas-no-leader",
+        "bind-to-a-host-name",
+        "probes-on-loopback",
+        "metrics-service-to-loopback",
+        "aggregation-not-a-bool",
+    ],
 )
 def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
     with pytest.raises(helm_python.HelmError):
@@ -242,3 +260,83 @@ def test_values_schema_accepts_durations(chart: Any, duration: Any) -> None:
 def test_chart_ships_the_generated_crds(chart: Any) -> None:
     names = sorted(Path(c["filename"]).name for c in chart.crds)
     assert names == ["inferenceconfigs.longrun.dev.yaml", "inferenceruns.longrun.dev.yaml"]
+
+
+def _env(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(d for d in docs if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value") for e in container["env"]}
+
+
+def test_endpoints_listen_on_the_pod_network_by_default(chart: Any) -> None:
+    # The kubelet probes the pod IP and the metrics Service forwards to it: loopback would fail.
+    env = _env(_render(chart))
+    assert env["HEALTH_BIND_ADDRESS"] == env["METRICS_BIND_ADDRESS"] == "0.0.0.0"
+
+
+def test_bind_addresses_reach_the_controller_environment(chart: Any) -> None:
+    values = {
+        "health": {"bindAddress": "::"},
+        "metrics": {"bindAddress": "127.0.0.1", "service": {"enabled": False}},
+    }
+    env = _env(_render(chart, values))
+    assert (env["HEALTH_BIND_ADDRESS"], env["METRICS_BIND_ADDRESS"]) == ("::", "127.0.0.1")
+
+
+VIEW = {"get", "list", "watch"}
+EDIT = VIEW | {"create", "update", "patch", "delete", "deletecollection"}
+RESOURCES = ("inferenceconfigs", "inferenceruns")
+
+
+def _people_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        d["metadata"]["name"]: d
+        for d in docs
+        if d["kind"] == "ClusterRole" and d["metadata"]["name"] in PEOPLE_ROLES
+    }
+
+
+def _grants(role: dict[str, Any]) -> dict[str, set[str]]:
+    grants: dict[str, set[str]] = {}
+    for rule in role["rules"]:
+        assert rule["apiGroups"] == ["longrun.dev"]
+        for resource in rule["resources"]:
+            grants.setdefault(resource, set()).update(rule["verbs"])
+    return grants
+
+
+@pytest.mark.parametrize("values", [None, NON_DEFAULT], ids=["defaults", "non-default"])
+def test_people_roles_aggregate_into_the_built_in_view_and_edit(chart: Any, values: Any) -> None:
+    roles = _people_roles(_render(chart, values))
+    assert sorted(roles) == sorted(PEOPLE_ROLES)
+
+    def aggregates_to(name: str) -> set[str]:
+        labels = roles[name]["metadata"]["labels"]
+        prefix = "rbac.authorization.k8s.io/aggregate-to-"
+        return {
+            k.removeprefix(prefix)
+            for k, v in labels.items()
+            if k.startswith(prefix) and v == "true"
+        }
+
+    assert aggregates_to("longrun-view") >= {"view", "edit"}
+    assert aggregates_to("longrun-edit") >= {"edit"} and "view" not in aggregates_to("longrun-edit")
+    assert "aggregationRule" not in roles["longrun-view"]  # they feed roles, they aggregate none
+
+
+def test_people_can_view_configs_and_runs_and_their_status(chart: Any) -> None:
+    grants = _grants(_people_roles(_render(chart))["longrun-view"])
+    assert grants == {r: VIEW for r in (*RESOURCES, *(f"{r}/status" for r in RESOURCES))}
+
+
+def test_editors_manage_configs_and_runs_but_only_read_status(chart: Any) -> None:
+    grants = _grants(_people_roles(_render(chart))["longrun-edit"])
+    assert {r: grants[r] for r in RESOURCES} == {r: EDIT for r in RESOURCES}
+    for resource in RESOURCES:
+        assert grants[f"{resource}/status"] == VIEW  # the controller alone writes status
+    assert set(grants) == {*RESOURCES, *(f"{r}/status" for r in RESOURCES)}
+
+
+def test_people_roles_can_be_turned_off(chart: Any) -> None:
+    docs = _render(chart, {"rbac": {"aggregateToDefaultRoles": False}})
+    assert _people_roles(docs) == {}

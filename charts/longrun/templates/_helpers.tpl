@@ -39,3 +39,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- $namespaces | uniq | toJson -}}
 {{- end -}}
+
+{{/* "true" when the address is a loopback one (127.0.0.0/8 or ::1), else empty. */}}
+{{- define "longrun.isLoopback" -}}
+{{- if or (hasPrefix "127." .) (eq . "::1") -}}true{{- end -}}
+{{- end -}}

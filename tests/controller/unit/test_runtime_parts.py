@@ -1,4 +1,7 @@
-"""Work queue, settings and metrics: plain Python objects, nothing faked but a monotonic clock."""
+"""Work queue, settings and metrics: plain Python objects, nothing faked but a monotonic clock.
+
+The metrics are real prometheus_client registries, read back through its own text parser.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,10 @@ import logging
 import threading
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.core.settings import SettingsError, parse_duration, settings_from_env
+from controller.runtime import main
 from controller.runtime.logs import configure
 from controller.runtime.metrics import Metrics
 from controller.runtime.workqueue import WorkQueue
@@ -149,8 +154,115 @@ def test_metrics_use_controller_runtime_names() -> None:
         "workqueue_adds_total",
         "workqueue_retries_total",
         "leader_election_master_status",
+        "rest_client_requests_total",
     ):
         assert f"# TYPE {name.removesuffix('_bucket')}" in text
+
+
+def _samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(m.render())
+        for s in family.samples
+    }
+
+
+def test_metrics_keep_controller_runtime_labels() -> None:
+    m = Metrics()
+    m.reconcile_errors.inc()
+    m.reconcile_time.observe(0.3)
+    m.workqueue_depth.set(4)
+    m.leader.set(1)
+    m.rest_requests.inc(method="PATCH")
+    samples = _samples(m)
+    ctrl = (("controller", "inferencerun"),)
+    assert samples[("controller_runtime_reconcile_errors_total", ctrl)] == 1
+    assert samples[("controller_runtime_reconcile_time_seconds_count", ctrl)] == 1
+    assert samples[("controller_runtime_reconcile_time_seconds_bucket", (*ctrl, ("le", "0.5")))]
+    assert samples[("workqueue_depth", (("name", "inferencerun"),))] == 4
+    assert samples[("leader_election_master_status", (("name", "longrun-controller"),))] == 1
+    assert samples[("rest_client_requests_total", (("method", "PATCH"),))] == 1
+    assert m.reconcile_errors.value() == 1 and m.rest_requests.value(method="PATCH") == 1
+    assert m.reconcile_time.value() == 1 and m.reconcile_total.value(result="error") == 0
+
+
+def test_metrics_include_process_and_platform_metrics() -> None:
+    names = {name for name, _ in _samples(Metrics())}
+    assert {
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "python_info",
+        "python_gc_collections_total",
+    } <= names
+
+
+def test_series_without_varying_labels_are_exported_at_zero() -> None:
+    samples = _samples(Metrics())
+    assert samples[("leader_election_master_status", (("name", "longrun-controller"),))] == 0
+    assert (
+        samples[("controller_runtime_reconcile_errors_total", (("controller", "inferencerun"),))]
+        == 0
+    )
+
+
+def test_metrics_export_no_created_series() -> None:
+    m = Metrics()
+    m.reconcile_total.inc(result="success")
+    assert "_created" not in m.render()
+
+
+def test_each_metrics_object_has_a_registry_of_its_own() -> None:
+    first, second = Metrics(), Metrics()  # a shared registry would refuse the second
+    first.reconcile_total.inc(result="success")
+    assert second.reconcile_total.value(result="success") == 0
+    assert first.registry is not second.registry
+
+
+def test_runs_gauge_drops_phases_no_run_is_in_any_more() -> None:
+    m = Metrics()
+    m.runs.replace({"Running": 2, "Pending": 1}, label="phase")
+    m.runs.replace({"Succeeded": 3}, label="phase")
+    runs = {labels: v for (name, labels), v in _samples(m).items() if name == "longrun_runs"}
+    assert runs == {(("phase", "Succeeded"),): 3}
+
+
+def test_bind_addresses_default_to_loopback() -> None:
+    s = settings_from_env({})
+    assert (s.metrics_bind_address, s.health_bind_address) == ("127.0.0.1", "127.0.0.1")
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "10.1.2.3", "::", "fd00::1"])
+def test_bind_addresses_accept_ipv4_and_ipv6(address: str) -> None:
+    s = settings_from_env({"METRICS_BIND_ADDRESS": address, "HEALTH_BIND_ADDRESS": address})
+    assert s.metrics_bind_address == s.health_bind_address == address
+
+
+@pytest.mark.parametrize("name", ["METRICS_BIND_ADDRESS", "HEALTH_BIND_ADDRESS"])
+def test_bad_bind_address_fails_naming_the_variable(name: str) -> None:
+    with pytest.raises(SettingsError, match=f"{name}='my-host' is not an IP address"):
+        settings_from_env({name: "my-host"})
+
+
+def test_bind_address_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    monkeypatch.setenv("METRICS_BIND_ADDRESS", "0.0.0.0")
+    monkeypatch.setenv("HEALTH_BIND_ADDRESS", "0.0.0.0")
+    parser = argparse.ArgumentParser()
+    main.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["controller", "--metrics-bind-address", "127.0.0.1"])
+    s = main.settings_from_args(args)
+    assert (s.metrics_bind_address, s.health_bind_address) == ("127.0.0.1", "0.0.0.0")
+
+
+def test_loopback_endpoints_in_a_pod_are_reported_with_the_setting_to_change() -> None:
+    in_pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    warnings = main.loopback_warnings(settings_from_env({}), in_pod)
+    assert len(warnings) == 2 and "HEALTH_BIND_ADDRESS=0.0.0.0" in warnings[0]
+    chart = settings_from_env({"HEALTH_BIND_ADDRESS": "0.0.0.0", "METRICS_BIND_ADDRESS": "::"})
+    assert main.loopback_warnings(chart, in_pod) == []
+    assert main.loopback_warnings(settings_from_env({}), {}) == []  # started by hand
 
 
 @pytest.mark.parametrize(("level", "renewals_logged"), [("INFO", False), ("DEBUG", True)])
