@@ -15,6 +15,7 @@ from pathlib import Path
 
 from contracts.contract import contract_json_schema
 from controller import __version__
+from controller.core.settings import SettingsError, settings_from_env
 from controller.crds import CRD_DIR, crd_files, write_crds
 from controller.runtime.main import add_parser as add_controller_parser
 from controller.validate import check_file, expand_paths
@@ -53,7 +54,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"longrun validate: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    results = [checked for path in files for checked in check_file(path)]
+    try:
+        settings = settings_from_env()
+    except SettingsError as exc:
+        print(f"longrun validate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    results = [checked for path in files for checked in check_file(path, settings=settings)]
     findings = [f for checked in results for f in checked.findings]
     for finding in findings:
         print(finding, file=sys.stderr)

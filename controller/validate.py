@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.base import DNS_LABEL, DNS_SUBDOMAIN, SECRET_KEY
+from contracts.config import InferenceConfigSpec
 from contracts.model import BUILTIN_PROTOCOLS, PROTOCOL_PATTERN
 from contracts.resources import (
     API_VERSION,
@@ -24,7 +25,9 @@ from contracts.resources import (
     parse_resource,
 )
 from contracts.run import InferenceRunSpec
-from controller.core.validation import run_spec_problems
+from controller.core.podpolicy import PodPolicy, pod_problems
+from controller.core.settings import Settings
+from controller.core.validation import Problem, image_problem, run_spec_problems
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 PATTERN_HINTS = {
@@ -81,13 +84,19 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
     return files
 
 
-def check_file(path: Path) -> list[Checked]:
-    """Check every longrun object in a (multi-document) YAML file; other kinds are skipped."""
+def check_file(path: Path, *, settings: Settings | None = None) -> list[Checked]:
+    """Check every longrun object in a (multi-document) YAML file; other kinds are skipped.
+
+    `settings` are the controller's (allow-lists); the defaults when not given.
+    """
     try:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except yaml.YAMLError as exc:
         return [Checked(str(path), "", [Finding(str(path), "", "", f"not valid YAML: {exc}")])]
-    return [check_document(doc, file=str(path)) for doc in _longrun_docs(docs)]
+    return [
+        check_document(doc, file=str(path), settings=settings or Settings())
+        for doc in _longrun_docs(docs)
+    ]
 
 
 def _longrun_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
@@ -96,7 +105,7 @@ def _longrun_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
             yield doc
 
 
-def check_document(doc: dict[str, Any], *, file: str) -> Checked:
+def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Checked:
     """Check one InferenceConfig or InferenceRun document."""
     meta = doc.get("metadata")
     name = meta.get("name", "?") if isinstance(meta, dict) else "?"
@@ -108,10 +117,20 @@ def check_document(doc: dict[str, Any], *, file: str) -> Checked:
         resource = parse_resource(doc)
     except ValidationError as exc:
         return Checked(file, label, [_finding(err, file=file, label=label) for err in exc.errors()])
-    problems = []
+    problems: list[Problem] = []
     if isinstance(resource.spec, InferenceRunSpec):
         problems = run_spec_problems(resource.spec)
+    elif isinstance(resource.spec, InferenceConfigSpec):
+        problems = config_spec_problems(resource.spec, settings)
     return Checked(file, label, [Finding(file, label, p.field, p.message) for p in problems])
+
+
+def config_spec_problems(spec: InferenceConfigSpec, settings: Settings) -> list[Problem]:
+    """What the controller refuses in a config whatever the run: image and pod knobs."""
+    image = image_problem(
+        spec.image or settings.default_runner_image, allowed=settings.allowed_images
+    )
+    return [*([image] if image else []), *pod_problems(spec, PodPolicy.of(settings))]
 
 
 def _finding(error: Any, *, file: str, label: str) -> Finding:

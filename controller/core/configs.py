@@ -13,6 +13,7 @@ from datetime import datetime
 
 from contracts.config import InferenceConfigStatus
 from controller.core import conditions as cond
+from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.ports import Obj
 from controller.core.resolve import parse_config_spec
 from controller.core.secretrefs import secret_uses
@@ -40,6 +41,7 @@ def config_problem(config: Obj, settings: Settings) -> Problem | None:
             default=settings.runner_service_account,
         ),
         *foreign_secret_problems(secret_uses(spec), run_namespace=namespace),
+        *pod_problems(spec, PodPolicy.of(settings)),
     ]
     return next((p for p in problems if p is not None), None)
 

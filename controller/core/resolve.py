@@ -17,6 +17,7 @@ from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
 from controller.core.builders import ObjectIdentity, Resolved, image_of, service_account_of
 from controller.core.jobs import Obj
+from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.secretrefs import secret_uses
 from controller.core.settings import Settings
 from controller.core.validation import (
@@ -100,6 +101,7 @@ def check(resolved: Resolved, settings: Settings) -> Problem | None:
         *foreign_secret_problems(
             secret_uses(resolved.config_spec), run_namespace=resolved.run.namespace
         ),
+        *pod_problems(resolved.config_spec, PodPolicy.of(settings)),
     ]
     return next((p for p in problems if p is not None), None)
 

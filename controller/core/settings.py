@@ -85,6 +85,9 @@ class Settings:
     default_runner_image: str = DEFAULT_IMAGE
     allowed_images: tuple[str, ...] = ()
     allowed_service_accounts: tuple[str, ...] = ()
+    allowed_pod_labels: tuple[str, ...] = ()
+    allowed_pod_annotations: tuple[str, ...] = ()
+    allowed_tolerations: tuple[str, ...] = ()
     runner_service_account: str | None = None
     leader_election: bool = True
     leader_election_namespace: str = "default"
@@ -128,6 +131,9 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         default_runner_image=get("DEFAULT_RUNNER_IMAGE", "") or DEFAULT_IMAGE,
         allowed_images=parse_list(get("ALLOWED_IMAGES", "")),
         allowed_service_accounts=parse_list(get("ALLOWED_SERVICE_ACCOUNTS", "")),
+        allowed_pod_labels=parse_list(get("ALLOWED_POD_LABELS", "")),
+        allowed_pod_annotations=parse_list(get("ALLOWED_POD_ANNOTATIONS", "")),
+        allowed_tolerations=parse_list(get("ALLOWED_TOLERATIONS", "")),
         runner_service_account=get("RUNNER_SERVICE_ACCOUNT") or None,
         leader_election=parse_bool(get("LEADER_ELECTION", "true"), name="LEADER_ELECTION"),
         leader_election_namespace=get("LEADER_ELECTION_NAMESPACE") or default_namespace(env),

@@ -119,8 +119,9 @@ def image_problem(image: str, *, allowed: tuple[str, ...]) -> Problem | None:
     return Problem(
         "spec.image",
         "ImageNotAllowed",
-        f'image "{image}" is not allowed by the controller (ALLOWED_IMAGES: '
-        f"{', '.join(allowed)}); use an allowed image or ask the operator to allow it",
+        f'image "{image}" is not allowed by the controller (ALLOWED_IMAGES, chart value '
+        f"runner.allowedImages: {', '.join(allowed)}); use an allowed image or ask the "
+        "platform team to add it to runner.allowedImages",
     )
 
 

@@ -222,6 +222,18 @@ def test_settings_reach_the_controller_environment(chart: Any) -> None:
     assert env["DEFAULT_RUNNER_IMAGE"] == "ghcr.io/longrun-dev/longrun-runner:0.1.0"
 
 
+def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knobs(
+    chart: Any,
+) -> None:
+    deployment = next(d for d in _render(chart, None) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    runner = "ghcr.io/longrun-dev/longrun-runner"
+    assert env["ALLOWED_IMAGES"] == f"{runner}:*,{runner}@*"
+    assert env["ALLOWED_POD_LABELS"] == env["ALLOWED_POD_ANNOTATIONS"] == ""
+    assert env["ALLOWED_TOLERATIONS"] == ""
+
+
 @pytest.mark.parametrize(
     "values",
     [

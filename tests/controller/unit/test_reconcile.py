@@ -120,6 +120,19 @@ def test_service_account_must_be_allowed(cluster: FakeCluster) -> None:
     assert status["conditions"][0]["reason"] == "ServiceAccountNotAllowed"
 
 
+def test_config_that_sets_a_runtime_env_variable_is_refused_with_the_field(
+    cluster: FakeCluster,
+) -> None:
+    cluster.put("InferenceConfig", config(pod={"env": [{"name": "PYTHONPATH", "value": "/x"}]}))
+    cluster.put("InferenceRun", run())
+    reconciler(cluster).reconcile(f"{NS}/run")
+    status = (cluster.get("InferenceRun", NS, "run") or {})["status"]
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "EnvNotAllowed")
+    assert accepted["message"].startswith('spec.pod.env[0].name: environment variable "PYTHONPATH"')
+    assert cluster.get("Job", NS, "run") is None
+
+
 def test_transient_errors_propagate_for_retry(cluster: FakeCluster) -> None:
     cluster.put("InferenceRun", run())
     cluster.fail["create"] = ApiError(500, "etcd unhappy")
