@@ -32,6 +32,22 @@ class ConfigRef(Schema):
             "if that config lists the run's namespace in spec.allowedNamespaces."
         ),
     )
+    generation: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "The config generation this run accepts. A config in another namespace is pinned at "
+            "the generation the run first accepted; a later change reaches the run only when "
+            "its owner sets this to the new generation (status.acceptedConfig shows which runs)."
+        ),
+    )
+
+
+class AcceptedConfig(Schema):
+    """The config version a run's children were rendered from."""
+
+    uid: Annotated[str, StringConstraints(max_length=128)] = Field(description="The config's UID.")
+    generation: int = Field(ge=0, description="The config's metadata.generation.")
 
 
 class InferenceRunSpec(Schema):
@@ -149,6 +165,10 @@ class InferenceRunStatus(Schema):
         max_length=16,
         description="Accepted, Running, Complete, Failed with reasons.",
         json_schema_extra=LIST_MAP_BY_TYPE,
+    )
+    accepted_config: AcceptedConfig | None = Field(
+        default=None,
+        description="The config version the run's children were rendered from (see configRef).",
     )
     config_map_name: ObjectName | None = Field(
         default=None, description="ConfigMap holding the rendered contract."

@@ -21,8 +21,11 @@ from typing import Any
 
 from contracts.run import InferenceRunStatus
 from controller.core import builders, names
+from controller.core import conditions as cond
 from controller.core.builders import Resolved
+from controller.core.conditions import find
 from controller.core.jobs import is_finished, job_state
+from controller.core.pinning import Pin, config_pin
 from controller.core.ports import Kind, Obj
 from controller.core.resolve import resolve
 from controller.core.settings import Settings
@@ -85,18 +88,19 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     if obs.is_job_lost:
         return Decision((), lost_job_status(obs, now=stamp))
     writes: tuple[ChildWrite, ...] = ()
-    problem = obs.problem
+    problem, pin = obs.problem, None
     if problem is None and not obs.is_started:
         resolved = _resolve(obs, settings)
+        pin = None if isinstance(resolved, Problem) else config_pin(obs)
         if isinstance(resolved, Problem):
             problem = resolved
-        elif obs.answer is not None:
-            problem = obs.answer
+        elif obs.answer is not None or (pin is not None and not pin.follow):
+            problem = obs.answer or (pin.problem if pin else None)
         else:
             config_map = builders.build_config_map(resolved)
             job = builders.build_job(resolved, settings)
             writes, problem = _child_writes(obs, [(config_map, obs.config_map), (job, obs.job)])
-    status = one_shot_status(obs, problem=problem, now=stamp)
+    status = _pinned(one_shot_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
     deletions, wait = _run_deletion(obs, status, now=now)
     return Decision(writes, status, deletions, wait)
 
@@ -109,14 +113,19 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         found = _resolve(obs, settings)
         resolved = None if isinstance(found, Problem) else found
         problem = found if isinstance(found, Problem) else None
+    pin = config_pin(obs) if resolved is not None else None
     if resolved is not None and obs.answer is not None:
         problem = obs.answer
+    elif pin is not None and not pin.follow:
+        # The CronJob keeps running the accepted version; nothing may start without one.
+        problem = pin.problem if obs.cron_job is None else None
     elif resolved is not None:
         config_map = builders.build_config_map(resolved)
         cron_job = builders.build_cron_job(resolved, settings)
         pairs = [(config_map, obs.config_map), (cron_job, obs.cron_job)]
         writes, problem = _child_writes(obs, pairs)
-    status = scheduled_status(obs, problem=problem, now=now.replace(microsecond=0))
+    stamp = now.replace(microsecond=0)
+    status = _pinned(scheduled_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
     waits = [_until_next(status, settings, now=now)]
     deletions: list[Delete] = []
     if resolved is not None:
@@ -130,6 +139,26 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
             waits.append(wait)
     pending = [w for w in waits if w is not None and w > 0]
     return Decision(writes, status, tuple(deletions), min(pending) if pending else None)
+
+
+def _pinned(
+    status: InferenceRunStatus, obs: Observed, pin: Pin | None, *, now: datetime
+) -> InferenceRunStatus:
+    """The status with the accepted config version and, for pinned runs, ConfigCurrent.
+
+    Without a pin this pass (a started one-shot run, a config not found) both are kept."""
+    previous = find(obs.previous.conditions, "ConfigCurrent")
+    if pin is None:
+        accepted, kept = obs.previous.accepted_config, [previous] if previous else []
+    else:
+        accepted = pin.accepted
+        wants = [pin.want] if pin.want else []
+        kept = cond.resolve(obs.previous.conditions, wants, now=now, generation=obs.generation)
+    if accepted == status.accepted_config and not kept:
+        return status
+    return status.model_copy(
+        update={"accepted_config": accepted, "conditions": [*status.conditions, *kept]}
+    )
 
 
 def _resolve(obs: Observed, settings: Settings) -> Resolved | Problem:

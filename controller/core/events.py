@@ -34,6 +34,16 @@ def transition_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[
         and (was is None or (was.status, was.reason) != (accepted.status, accepted.reason))
     ):
         events.append(EventSpec("Warning", accepted.reason, accepted.message))
+    current, was_current = (
+        find(new.conditions, "ConfigCurrent"),
+        find(old.conditions, "ConfigCurrent"),
+    )
+    if (
+        current is not None
+        and current.status == "False"
+        and (was_current is None or was_current.status != "False")
+    ):
+        events.append(EventSpec("Warning", current.reason, current.message))
     if new.phase != old.phase and new.phase is not None:
         events.append(_phase_event(new))
     events.extend(_execution_events(old, new))

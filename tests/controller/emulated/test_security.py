@@ -7,6 +7,7 @@ Pod Security Standards rules that apply to the fields longrun sets.
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import yaml
 
 from e2e.fixtures import eventually
-from tests.controller.emulated.harness import GROUP, VERSION, Env
+from tests.controller.emulated.harness import CONFIG_SPEC, GROUP, VERSION, Env
 
 SECRET_VALUE = "s3cr3t-value-never-copied"
 KRATEO = Path(__file__).resolve().parents[3] / "testdata/krateo-upstream/testdata-custom.yaml"
@@ -169,3 +170,47 @@ def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: E
     } <= mounts
     contract = json.loads(env.config_maps()[0]["data"]["contract.json"])
     assert contract["output"] == fixed["spec"]["storage"]["output"]  # custom kind untouched
+
+
+def test_shared_config_cannot_take_over_the_namespaces_that_use_it(env: Env) -> None:
+    """team-a edits its shared config (new image, team-b's Secret in the env): team-b's
+    scheduled run keeps running what it accepted until team-b accepts the change."""
+    team_a = env.emu.namespace("team-a")
+    shared = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "InferenceConfig",
+        "metadata": {"name": "shared"},
+        "spec": {**copy.deepcopy(CONFIG_SPEC), "allowedNamespaces": [env.ns]},
+    }
+    env.custom.create_namespaced_custom_object(GROUP, VERSION, team_a, "inferenceconfigs", shared)
+    env.start()
+    env.create_run("nightly", schedule="0 2 * * *")
+    env.patch_run("nightly", {"spec": {"configRef": {"name": "shared", "namespace": team_a}}})
+    eventually(lambda: env.cron_jobs() and env.status("nightly").get("acceptedConfig"))
+    image = _cron_image(env)
+    evil = {"spec": {"image": "evil/runner:1", "pod": {"env": [
+        {"name": "X", "secretKeyRef": {"name": "b-db-password", "key": "password"}}]}}}  # fmt: skip
+    env.custom.patch_namespaced_custom_object(
+        GROUP, VERSION, team_a, "inferenceconfigs", "shared", evil
+    )
+    current = eventually(
+        lambda: (
+            env.condition("ConfigCurrent", "nightly").get("status") == "False"
+            and env.condition("ConfigCurrent", "nightly")
+        )
+    )
+    assert current["reason"] == "ConfigChangeNotAccepted"
+    assert _cron_image(env) == image  # still what team-b accepted
+    assert "ConfigChangeNotAccepted" in [e.get("reason") for e in env.events()]
+    # team-b reviews the change and accepts it by editing its own run.
+    generation = env.custom.get_namespaced_custom_object(
+        GROUP, VERSION, team_a, "inferenceconfigs", "shared"
+    )["metadata"]["generation"]
+    env.patch_run("nightly", {"spec": {"configRef": {"generation": generation}}})
+    eventually(lambda: _cron_image(env) == "evil/runner:1")
+    assert env.condition("ConfigCurrent", "nightly")["status"] == "True"
+
+
+def _cron_image(env: Env) -> str:
+    template = env.cron_jobs()[0]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return str(template["containers"][0]["image"])

@@ -138,3 +138,98 @@ def test_finished_jobs_of_a_scheduled_run_are_deleted_by_policy() -> None:
         now=NOW,
     )
     assert Delete("Job", NS, "run-29000000", "run-29000000-uid") in decision.deletions
+
+
+# -- a config in another namespace is pinned (#17: a shared config cannot take over a namespace)
+
+
+def shared(generation: int = 1, uid: str = "cfg-uid", **spec: Any) -> dict[str, Any]:
+    obj = config(**spec)
+    obj["metadata"].update(namespace="team-a", generation=generation, uid=uid)
+    obj["spec"]["allowedNamespaces"] = [NS]
+    return obj
+
+
+def nightly(generation: int = 1, accepted: int | None = None, **ref: Any) -> dict[str, Any]:
+    obj = run(schedule="0 2 * * *", configRef={"name": "cfg", "namespace": "team-a", **ref})
+    obj["metadata"]["generation"] = generation
+    if accepted is not None:
+        obj["status"] = {
+            "phase": "Scheduled",
+            "observedGeneration": 1,
+            "acceptedConfig": {"uid": "cfg-uid", "generation": accepted},
+        }
+    return obj
+
+
+def stored_children(obs_run: dict[str, Any], cfg: dict[str, Any]) -> dict[str, Any]:
+    writes = decide(observed(obs_run, config=cfg), SETTINGS, now=NOW).writes
+    bodies = [w.body for w in writes if isinstance(w, Create)]
+    for body in bodies:
+        body["metadata"] = {**body["metadata"], "uid": body["kind"]}
+    return {"config_map": bodies[0], "cron_job": bodies[1]}
+
+
+def condition(decision: Any, type_: str) -> Any:
+    return next((c for c in decision.status.conditions if c.type == type_), None)
+
+
+def test_run_accepts_a_shared_config_as_it_is_when_created() -> None:
+    decision = decide(observed(nightly(), config=shared()), SETTINGS, now=NOW)
+    assert [w.kind for w in decision.writes] == ["ConfigMap", "CronJob"]
+    assert decision.status.accepted_config is not None
+    assert decision.status.accepted_config.generation == 1
+    assert condition(decision, "ConfigCurrent").status == "True"
+
+
+def test_change_of_a_shared_config_does_not_reach_the_run_until_its_owner_accepts_it() -> None:
+    children = stored_children(nightly(), shared())
+    # team-a swaps the image and adds team-b's Secret to the env: generation 2.
+    secret_env = {"env": [{"name": "X", "secretKeyRef": {"name": "b-db", "key": "p"}}]}
+    evil = shared(generation=2, image="evil/runner:1", pod=secret_env)
+    waiting = decide(observed(nightly(accepted=1), config=evil, **children), SETTINGS, now=NOW)
+    assert waiting.writes == ()  # the CronJob keeps running generation 1
+    current = condition(waiting, "ConfigCurrent")
+    assert (current.status, current.reason) == ("False", "ConfigChangeNotAccepted")
+    assert "spec.configRef.generation: 2" in current.message
+    assert waiting.status.accepted_config.generation == 1
+    # The owner reviews and accepts by editing the run.
+    accepted = nightly(generation=2, accepted=1)
+    accepted["spec"]["configRef"]["generation"] = 2
+    taken = decide(observed(accepted, config=evil, **children), SETTINGS, now=NOW)
+    assert [type(w) for w in taken.writes] == [Patch, Patch]
+    assert taken.status.accepted_config.generation == 2
+
+
+def test_naming_the_new_generation_in_advance_is_not_an_acceptance_without_an_edit() -> None:
+    children = stored_children(nightly(), shared())
+    ahead = nightly(accepted=1)
+    ahead["spec"]["configRef"]["generation"] = 2  # unchanged spec: observedGeneration is 1
+    decision = decide(observed(ahead, config=shared(generation=2), **children), SETTINGS, now=NOW)
+    assert decision.writes == ()
+
+
+def test_a_shared_config_deleted_and_created_again_is_a_change() -> None:
+    children = stored_children(nightly(), shared())
+    again = shared(generation=1, uid="new-uid", image="evil/runner:1")
+    decision = decide(observed(nightly(accepted=1), config=again, **children), SETTINGS, now=NOW)
+    assert decision.writes == ()
+    assert "deleted and created again" in condition(decision, "ConfigCurrent").message
+
+
+def test_config_in_the_runs_own_namespace_is_followed_as_it_changes() -> None:
+    obj = run(schedule="0 2 * * *")
+    children = stored_children(obj, config())
+    changed = config(image="ghcr.io/longrun/runner:2")
+    changed["metadata"]["generation"] = 2
+    decision = decide(observed(obj, config=changed, **children), SETTINGS, now=NOW)
+    assert [type(w) for w in decision.writes] == [Patch, Patch]
+    assert condition(decision, "ConfigCurrent") is None
+
+
+def test_one_shot_run_naming_another_generation_waits_with_a_clear_condition() -> None:
+    obj = run(configRef={"name": "cfg", "namespace": "team-a", "generation": 3})
+    decision = decide(observed(obj, config=shared(generation=4)), SETTINGS, now=NOW)
+    assert decision.writes == ()
+    accepted = condition(decision, "Accepted")
+    assert (accepted.status, accepted.reason) == ("False", "ConfigChangeNotAccepted")
