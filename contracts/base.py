@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
@@ -22,6 +22,54 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
 
 ObjectName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+
+
+def url_pattern(*schemes: str, optional: bool) -> str:
+    """The CRD pattern of an endpoint URL: a scheme of `schemes` (`optional` or not), a host
+    (name, IPv4 or [IPv6]) with an optional port and path, and no credentials (no `user@`)."""
+    scheme = f"(?:(?:{'|'.join(schemes)})://)" + ("?" if optional else "")
+    return (
+        rf"^{scheme}(?:\[[0-9A-Fa-f:.]+\]|[^\s/@:\[\]?#]+)(?::[0-9]{{1,5}})?"
+        r"(?:[/?#]\S*)?$"
+    )
+
+
+def checked_url(value: str, *, schemes: tuple[str, ...], optional: bool) -> str:
+    """`value` when it is a URL of one of `schemes` (or, if `optional`, has no scheme) without
+    credentials; else a ValueError saying what is wrong and what to do instead."""
+    scheme, sep, rest = value.partition("://")
+    if not sep:
+        scheme, rest = "", value
+    allowed = ", ".join(f"{s}://" for s in schemes)
+    if scheme and scheme.lower() not in schemes:
+        raise ValueError(f"URL scheme {scheme}:// is not allowed: use {allowed}")
+    if not scheme and not optional:
+        raise ValueError(f"{value!r} has no scheme: start it with {allowed}")
+    host = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if "@" in host:
+        raise ValueError(
+            "the URL must not contain credentials (user:password@): put them in a Secret and "
+            "reference it (auth.secretRef, credentials, or a urlSecretRef)"
+        )
+    if not host or any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} is not a URL (expected e.g. http://host:8080/path)")
+    return value
+
+
+HTTP_SCHEMES = ("http", "https")
+MODEL_SCHEMES = ("http", "https", "grpc", "grpcs")
+HttpUrl = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2048),
+    AfterValidator(lambda v: checked_url(v, schemes=HTTP_SCHEMES, optional=False)),
+    Field(json_schema_extra={"pattern": url_pattern(*HTTP_SCHEMES, optional=False)}),
+]
+ModelUrl = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=2048),
+    AfterValidator(lambda v: checked_url(v, schemes=MODEL_SCHEMES, optional=True)),
+    Field(json_schema_extra={"pattern": url_pattern(*MODEL_SCHEMES, optional=True)}),
+]
 NamespaceName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
 
 

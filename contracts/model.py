@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints
 
-from contracts.base import Schema, SecretKeyRef
+from contracts.base import ModelUrl, Schema, SecretKeyRef
 
 # The built-in protocols: name -> the runner's ModelClientFactory ("module:Class", imported by
 # the runner only when a contract uses it). The runner's registry and the CRD's pattern read it.
@@ -30,7 +30,7 @@ PROTOCOL_PATTERN = (
 )
 Protocol = Annotated[str, StringConstraints(pattern=PROTOCOL_PATTERN, max_length=253)]
 TensorDatatype = Literal["BOOL", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]
-Url = Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+Url = ModelUrl  # http(s)://, grpc(s)://, or no scheme (http, or host:port for gRPC); no user@
 
 
 class ApiKeyAuth(Schema):

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from contracts.base import ObjectName, Schema, SecretKeyRef, SecretReference, cel
+from contracts.base import HttpUrl, ObjectName, Schema, SecretKeyRef, SecretReference, cel
 from contracts.model import ApiKeyAuth, TlsOptions
 from contracts.plugins import StorageSettings, plugin_settings
 
@@ -65,9 +65,7 @@ class HttpStorage(StorageSettings):
 
     backend = "runners.storage.http:HttpBackend"
 
-    url: Annotated[str, StringConstraints(min_length=1, max_length=2048, pattern=r"^https?://")] = (
-        Field(description="Endpoint URL (http:// or https://).")
-    )
+    url: HttpUrl = Field(description="Endpoint URL (http:// or https://), without credentials.")
     method: Literal["GET", "POST", "PUT", "PATCH"] | None = Field(
         default=None,
         description="HTTP method. Default: GET for input, POST for output.",
@@ -175,8 +173,9 @@ class S3Storage(StorageSettings):
         default=None,
         description="csv or jsonl. Default: from the key's extension, else jsonl.",
     )
-    endpoint_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
-        default=None, description="Endpoint of an S3-compatible store; default: AWS."
+    endpoint_url: HttpUrl | None = Field(
+        default=None,
+        description="Endpoint of an S3-compatible store (http(s)://, no user@); default: AWS.",
     )
     region: Annotated[str, StringConstraints(max_length=63)] | None = Field(
         default=None, description="Region name."
