@@ -61,13 +61,22 @@ RESOURCE_MODELS: dict[str, type[InferenceConfig] | type[InferenceRun]] = {
 }
 
 
-def parse_resource(doc: dict[str, Any]) -> InferenceConfig | InferenceRun:
-    """Validate one YAML/JSON document as an InferenceConfig or InferenceRun.
+def resource_models() -> dict[str, type[BaseModel]]:
+    """Every longrun kind by name: the run kinds and the serving kinds (Model, ModelDeployment)."""
+    # Imported here: contracts.serving builds on this module's ObjectMeta.
+    from contracts.serving import SERVING_RESOURCE_MODELS
+
+    return {**RESOURCE_MODELS, **SERVING_RESOURCE_MODELS}
+
+
+def parse_resource(doc: dict[str, Any]) -> BaseModel:
+    """Validate one YAML/JSON document as one of longrun's kinds.
 
     Raises ValueError for an unknown kind and pydantic.ValidationError for a bad object.
     """
     kind = doc.get("kind")
-    model = RESOURCE_MODELS.get(kind) if isinstance(kind, str) else None
+    models = resource_models()
+    model = models.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise ValueError(f"kind {kind!r} is not InferenceConfig or InferenceRun")
+        raise ValueError(f"kind {kind!r} is not one of {', '.join(models)}")
     return model.model_validate(doc)

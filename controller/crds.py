@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from contracts.config import InferenceConfigSpec, InferenceConfigStatus
 from contracts.resources import GROUP, VERSION
 from contracts.run import InferenceRunSpec, InferenceRunStatus
+from contracts.serving import SERVING_KINDS, KindInfo
 
 Schema = dict[str, Any]
 HEADER = (
@@ -188,7 +189,7 @@ def _crd(*, kind: str, plural: str, short: str, schema: Schema, columns: list[Sc
 
 
 def generate_crds() -> list[Schema]:
-    """The InferenceConfig and InferenceRun CRD manifests."""
+    """The CRD manifests: InferenceConfig, InferenceRun, Model, ModelDeployment."""
     age = _column("Age", ".metadata.creationTimestamp", type_="date")
     config = _crd(
         kind="InferenceConfig",
@@ -223,7 +224,21 @@ def generate_crds() -> list[Schema]:
             age,
         ],
     )
-    return [config, run]
+    return [config, run, *(_serving_crd(info) for info in SERVING_KINDS)]
+
+
+def _serving_crd(info: KindInfo) -> Schema:
+    """A serving kind's CRD (Model, ModelDeployment), from what contracts.serving says of it."""
+    columns = [
+        _column(c.name, c.json_path, type_=c.type, priority=c.priority) for c in info.columns
+    ]
+    return _crd(
+        kind=info.kind,
+        plural=info.plural,
+        short=info.short_name,
+        schema=_root_schema(kind=info.kind, spec=info.spec, status=info.status),
+        columns=columns,
+    )
 
 
 class _PlainDumper(yaml.SafeDumper):

@@ -21,10 +21,11 @@ from contracts.model import BUILTIN_PROTOCOLS, PROTOCOL_PATTERN
 from contracts.resources import (
     API_VERSION,
     KRATEO_API_VERSION,
-    RESOURCE_MODELS,
+    InferenceConfig,
+    InferenceRun,
     parse_resource,
+    resource_models,
 )
-from contracts.run import InferenceRunSpec
 from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.settings import Settings
 from controller.core.validation import Problem, image_problem, run_spec_problems
@@ -101,7 +102,7 @@ def check_file(path: Path, *, settings: Settings | None = None) -> list[Checked]
 
 def _longrun_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
     for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind") in RESOURCE_MODELS:
+        if isinstance(doc, dict) and doc.get("kind") in resource_models():
             yield doc
 
 
@@ -118,9 +119,9 @@ def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Che
     except ValidationError as exc:
         return Checked(file, label, [_finding(err, file=file, label=label) for err in exc.errors()])
     problems: list[Problem] = []
-    if isinstance(resource.spec, InferenceRunSpec):
+    if isinstance(resource, InferenceRun):  # the serving kinds' models check them fully
         problems = run_spec_problems(resource.spec)
-    elif isinstance(resource.spec, InferenceConfigSpec):
+    elif isinstance(resource, InferenceConfig):
         problems = config_spec_problems(resource.spec, settings)
     return Checked(file, label, [Finding(file, label, p.field, p.message) for p in problems])
 

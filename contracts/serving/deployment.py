@@ -1,0 +1,336 @@
+"""The ModelDeployment resource: a model served on a runtime, its endpoint, keys and cache."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+from pydantic.config import JsonDict
+
+from contracts.base import (
+    DNS_SUBDOMAIN,
+    Condition,
+    LocalObjectReference,
+    ObjectName,
+    Schema,
+    cel,
+)
+from contracts.config import EnvVar, LabelValue, Quantity, Toleration
+from contracts.model import Protocol
+from contracts.run import LIST_MAP_BY_TYPE
+from contracts.serving.model import (
+    ModelRef,
+    ModelSpec,
+    ShortText,
+)
+from contracts.serving.runtime import (
+    RuntimeSpec,
+)
+from contracts.serving.sources import (
+    API_KEY_SECRET_KEY,
+    DeploymentPhase,
+    RuntimeKind,
+    format_problem,
+)
+
+
+class ServingResources(Schema):
+    """CPU, memory and GPUs of each model server pod."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU request, e.g. 2 or 500m.")
+    memory: Quantity | None = Field(
+        default=None, description="Memory request, also the limit unless memoryLimit is set."
+    )
+    cpu_limit: Quantity | None = Field(default=None, description="CPU limit; default: none.")
+    memory_limit: Quantity | None = Field(default=None, description="Memory limit.")
+    gpu: int = Field(default=0, ge=0, le=16, description="GPUs per pod (nvidia.com/gpu).")
+
+
+class PodsMetric(Schema):
+    """A per-pod custom metric for the HorizontalPodAutoscaler (needs a metrics adapter)."""
+
+    name: ShortText = Field(description="Metric name, e.g. llamacpp:requests_processing.")
+    target_average_value: Quantity = Field(description="Target average value per pod.")
+
+
+class Autoscaling(Schema):
+    """An autoscaling/v2 HorizontalPodAutoscaler on the server Deployment."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "self.minReplicas <= self.maxReplicas",
+            "minReplicas must not exceed maxReplicas",
+            "!(has(self.targetCpuPercent) && has(self.podsMetric))",
+            "set at most one of targetCpuPercent and podsMetric",
+        )
+    )
+
+    min_replicas: int = Field(default=1, ge=1, le=100, description="Fewest replicas.")
+    max_replicas: int = Field(ge=1, le=100, description="Most replicas.")
+    target_cpu_percent: int | None = Field(
+        default=None,
+        ge=1,
+        le=100,
+        description="Target CPU use in percent of the request; default 80 without podsMetric.",
+    )
+    pods_metric: PodsMetric | None = Field(default=None, description="Scale on a Pods metric.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("minReplicas must not exceed maxReplicas")
+        if self.target_cpu_percent is not None and self.pods_metric is not None:
+            raise ValueError("set at most one of targetCpuPercent and podsMetric")
+        return self
+
+
+class IngressSpec(Schema):
+    """An Ingress in front of the Service."""
+
+    host: Annotated[str, StringConstraints(max_length=253, pattern=DNS_SUBDOMAIN)] = Field(
+        description="Host name, e.g. llm.example.com."
+    )
+    path: Annotated[str, StringConstraints(pattern=r"^/", max_length=1024)] = Field(
+        default="/", description="Path prefix."
+    )
+    class_name: ObjectName | None = Field(default=None, description="IngressClass name.")
+
+
+class IssuerRef(Schema):
+    """A cert-manager issuer."""
+
+    name: ObjectName = Field(description="Issuer or ClusterIssuer name.")
+    kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer", description="Issuer kind.")
+
+
+class TlsSpec(Schema):
+    """TLS for the Ingress through a cert-manager Certificate."""
+
+    issuer_ref: IssuerRef = Field(description="The cert-manager issuer that signs the certificate.")
+    secret_name: ObjectName | None = Field(
+        default=None, description="Secret receiving the certificate; default: <name>-tls."
+    )
+
+
+class EndpointSpec(Schema):
+    """How the deployment is reached."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "!has(self.tls) || has(self.ingress)",
+            "tls needs ingress (the certificate is for its host)",
+        )
+    )
+
+    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
+        default="ClusterIP", description="Service type."
+    )
+    port: int = Field(default=8080, ge=1, le=65535, description="Service port (HTTP).")
+    grpc_port: int = Field(
+        default=8081, ge=1, le=65535, description="Service port for gRPC (triton grpc only)."
+    )
+    ingress: IngressSpec | None = Field(default=None, description="Optional Ingress.")
+    tls: TlsSpec | None = Field(default=None, description="TLS for the Ingress (cert-manager).")
+
+    @model_validator(mode="after")
+    def _tls_needs_ingress(self) -> EndpointSpec:
+        if self.tls is not None and self.ingress is None:
+            raise ValueError("tls needs ingress (the certificate is for its host)")
+        return self
+
+
+class AuthSpec(Schema):
+    """API keys: generated into a Secret, enforced by the runtime or an nginx sidecar."""
+
+    enabled: bool = Field(default=True, description="Require `Authorization: Bearer <key>`.")
+    key_count: int = Field(default=1, ge=1, le=16, description="How many keys to generate.")
+
+
+class CacheSpec(Schema):
+    """Where the init container puts the model: a PVC (downloaded once) or an emptyDir."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "self.storage == 'pvc' || (!has(self.storageClassName) && !has(self.accessMode))",
+            "storageClassName and accessMode apply to storage pvc only",
+        )
+    )
+
+    storage: Literal["emptyDir", "pvc"] = Field(
+        default="emptyDir", description="emptyDir (per pod) or pvc (shared, survives restarts)."
+    )
+    size: Quantity | None = Field(
+        default=None, description="PVC size (default: the controller's) or the emptyDir limit."
+    )
+    storage_class_name: ObjectName | None = Field(default=None, description="PVC storage class.")
+    access_mode: Literal["ReadWriteOnce", "ReadWriteMany", "ReadWriteOncePod"] | None = Field(
+        default=None,
+        description="PVC access mode; default ReadWriteOnce (replicas on several nodes need Many).",
+    )
+    retain_policy: Literal["Retain", "Delete"] = Field(
+        default="Delete",
+        description="Delete: the PVC goes with the deployment. Retain: it stays (and is reused).",
+    )
+
+    @model_validator(mode="after")
+    def _pvc_fields(self) -> CacheSpec:
+        if self.storage != "pvc" and (self.storage_class_name or self.access_mode):
+            raise ValueError("storageClassName and accessMode apply to storage pvc only")
+        return self
+
+
+_BLOCK_DEFAULT: JsonDict = {"default": {}}
+IDLE_ABOVE = "idleReplicas: must not exceed replicas"
+IDLE_WITH_HPA = "idleReplicas: with autoscaling it can only be 0 (the autoscaler owns other counts)"
+
+
+class ModelDeploymentSpec(Schema):
+    """A model served on a runtime, with its Service, keys, cache and scaling."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "has(self.modelRef) != has(self.model)",
+            "set exactly one of modelRef and model",
+            "!has(self.idleReplicas) || self.idleReplicas <= self.replicas",
+            IDLE_ABOVE,
+            "!has(self.idleReplicas) || !has(self.autoscaling) || self.idleReplicas == 0",
+            IDLE_WITH_HPA,
+            "!has(self.model) || !has(self.runtime.llamacpp) || self.model.format == 'gguf'",
+            "model.format: runtime llamacpp serves format gguf",
+            "!has(self.model) || !has(self.runtime.triton) || "
+            "self.model.format in ['onnx', 'triton-repository']",
+            "model.format: runtime triton serves format onnx or triton-repository",
+            "!has(self.model) || !(has(self.runtime.kserve) || has(self.runtime.mlserver)) || "
+            "self.model.format in ['sklearn', 'xgboost']",
+            "model.format: runtimes kserve and mlserver serve format sklearn or xgboost",
+        )
+    )
+
+    model_ref: ModelRef | None = Field(default=None, description="The Model to serve.")
+    model: ModelSpec | None = Field(default=None, description="An inline model (no Model object).")
+    served_name: ShortText | None = Field(
+        default=None,
+        description="Name runs call the model by; default: the Model's (inline: the deployment's).",
+    )
+    runtime: RuntimeSpec = Field(description="The server: a one-key map {<runtime>: {...}}.")
+    replicas: int = Field(default=1, ge=0, le=100, description="Server pods while in use.")
+    idle_replicas: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description=(
+            "On demand: pods while no run uses the deployment (0 frees GPUs). Runs that reference "
+            "it scale it to `replicas`. Default: always `replicas`."
+        ),
+    )
+    scale_down_delay_seconds: int = Field(
+        default=600,
+        ge=0,
+        le=604_800,
+        description="On demand: wait this long after the last run before going to idleReplicas.",
+    )
+    startup_timeout_seconds: int = Field(
+        default=900, ge=30, le=86_400, description="Time a server pod gets to load the model."
+    )
+    resources: ServingResources | None = Field(default=None, description="Per-pod resources.")
+    node_selector: dict[str, LabelValue] = Field(
+        default_factory=dict, description="Node labels the server pods must match."
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=64, description="Tolerations of the server pods."
+    )
+    image_pull_secrets: list[LocalObjectReference] = Field(
+        default_factory=list, max_length=16, description="Secrets used to pull the images."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list, max_length=256, description="Extra server environment variables."
+    )
+    autoscaling: Autoscaling | None = Field(
+        default=None, description="HorizontalPodAutoscaler; `replicas` is then not used."
+    )
+    endpoint: EndpointSpec = Field(
+        default_factory=EndpointSpec,
+        description="Service, Ingress and TLS.",
+        json_schema_extra=_BLOCK_DEFAULT,
+    )
+    auth: AuthSpec = Field(
+        default_factory=AuthSpec, description="API keys.", json_schema_extra=_BLOCK_DEFAULT
+    )
+    cache: CacheSpec = Field(
+        default_factory=CacheSpec, description="Model cache.", json_schema_extra=_BLOCK_DEFAULT
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelDeploymentSpec:
+        if (self.model_ref is None) == (self.model is None):
+            raise ValueError("set exactly one of modelRef and model")
+        idle = self.idle_replicas
+        if idle is not None and idle > self.replicas:
+            raise ValueError(IDLE_ABOVE)
+        if idle not in (None, 0) and self.autoscaling is not None:
+            raise ValueError(IDLE_WITH_HPA)
+        if self.model is not None and (
+            problem := format_problem(
+                self.runtime.kind, self.model.format, self.model.resolved_task()
+            )
+        ):
+            raise ValueError(f"model.format: {problem}")
+        return self
+
+    @property
+    def is_on_demand(self) -> bool:
+        """True when the deployment idles at `idleReplicas` while no run uses it."""
+        return self.idle_replicas is not None
+
+
+class ModelDeploymentStatus(Schema):
+    """What the controller observed about a deployment; runs read endpoint, protocol and key."""
+
+    phase: DeploymentPhase | None = Field(
+        default=None,
+        description=(
+            "Pending, Downloading, Deploying, Running, Updating, Idle (on demand, no run), "
+            "Failed or Terminating."
+        ),
+    )
+    message: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
+        default=None, description="What is wrong, naming the cause, when something is."
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="Generation the status was computed from."
+    )
+    replicas: int | None = Field(default=None, ge=0, description="Server pods wanted now.")
+    ready_replicas: int | None = Field(default=None, ge=0, description="Server pods ready.")
+    ready_text: Annotated[str, StringConstraints(max_length=32)] | None = Field(
+        default=None, description="readyReplicas/replicas, e.g. 1/2 (a printer column)."
+    )
+    endpoint: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
+        default=None, description="In-cluster URL (gRPC: host:port)."
+    )
+    external_endpoint: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
+        default=None, description="URL through the Ingress, when there is one."
+    )
+    protocol: Protocol | None = Field(default=None, description="Protocol runs use.")
+    model_name: ShortText | None = Field(default=None, description="Name runs call the model by.")
+    runtime: RuntimeKind | None = Field(default=None, description="The runtime (printer column).")
+    api_key_secret: ObjectName | None = Field(
+        default=None, description=f"Secret holding the API keys (key `{API_KEY_SECRET_KEY}`)."
+    )
+    active_runs: list[Annotated[str, StringConstraints(max_length=317)]] = Field(
+        default_factory=list, max_length=64, description="Runs using the deployment now (ns/name)."
+    )
+    idle_since: datetime | None = Field(
+        default=None, description="On demand: since when no run has used the deployment."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="ModelCached, Available, Progressing.",
+        json_schema_extra=LIST_MAP_BY_TYPE,
+    )

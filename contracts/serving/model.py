@@ -1,0 +1,196 @@
+"""The Model resource: a reusable model definition."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from contracts.base import (
+    Condition,
+    NamespaceName,
+    ObjectName,
+    Schema,
+    SecretReference,
+    cel,
+)
+from contracts.run import LIST_MAP_BY_TYPE
+from contracts.serving.sources import (
+    HTTP_NEEDS_SHA,
+    SOURCE_HELP,
+    ModelFormat,
+    ModelSource,
+    Sha256,
+    Task,
+    _check_source,
+    default_task,
+    parse_source,
+)
+
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+Arg = Annotated[str, StringConstraints(max_length=4096)]
+
+
+class ModelCredentials(SecretReference):
+    """A Secret mounted read-only into the download init container (see docs/serving.md for the
+    keys it reads: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, HF_TOKEN,
+    BEARER_TOKEN). Values never leave the Secret."""
+
+    name: ObjectName = Field(description="Name of a Secret in the ModelDeployment's namespace.")
+
+
+# CEL for "the source is a directory" (ModelSource.is_directory, pvc:// aside).
+_CEL_DIRECTORY = "self.source.endsWith('/') || self.source.matches('^hf://[^/]+/[^/@]+(@.*)?$')"
+
+
+class ModelSpec(Schema):
+    """Where a model lives and what it is: a reusable definition for ModelDeployments."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "self.source.matches('^(s3|hf|https?|pvc)://.+')",
+            f"source: {SOURCE_HELP}",
+            "!self.source.matches('^https?://[^/]*@')",
+            "source: must not contain credentials (user:password@): name a Secret in credentials",
+            "!self.source.startsWith('http://') || has(self.sha256)",
+            HTTP_NEEDS_SHA,
+            "!has(self.endpointUrl) || self.source.startsWith('s3://')",
+            "endpointUrl: applies to s3:// sources only",
+            "!has(self.credentials) || !self.source.startsWith('pvc://')",
+            "credentials: a pvc:// source is mounted, not downloaded, so it takes none",
+            f"!has(self.sha256) || !({_CEL_DIRECTORY})",
+            "sha256: checks one file, but the source is a directory",
+            f"self.format != 'triton-repository' || self.source.startsWith('pvc://') || "
+            f"{_CEL_DIRECTORY}",
+            "source: format triton-repository needs a directory: s3://bucket/prefix/, "
+            "hf://org/repo or pvc://claim/path",
+            f"self.format == 'triton-repository' || self.source.startsWith('pvc://') || "
+            f"!({_CEL_DIRECTORY})",
+            "source: this format needs a source naming one file, not a directory",
+            "!has(self.task) || (self.format == 'gguf') == (self.task != 'predict')",
+            "task: gguf serves chat-completion, completion or embeddings; other formats predict",
+        )
+    )
+
+    source: Annotated[str, StringConstraints(max_length=2048), AfterValidator(_check_source)] = (
+        Field(
+            description=(
+                "Where the model is: s3://bucket/key (a prefix ending in / for a directory), "
+                "hf://org/repo[/file][@revision] (Hugging Face; a repo without a file is a "
+                "directory), https://host/path, or pvc://claim/path (used in place, read-only)."
+            )
+        )
+    )
+    credentials: ModelCredentials | None = Field(
+        default=None,
+        description="Secret with the credentials the download needs (S3 keys, HF_TOKEN, ...).",
+    )
+    endpoint_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
+        default=None, description="s3:// sources: endpoint of an S3-compatible store (MinIO, ...)."
+    )
+    sha256: Sha256 | None = Field(
+        default=None,
+        description=(
+            "Expected SHA-256 of the model file (64 hex digits): the download is checked, and a "
+            "cached file that matches is not downloaded again."
+        ),
+    )
+    format: ModelFormat = Field(
+        description="gguf, sklearn (joblib), xgboost, onnx, or triton-repository (a directory)."
+    )
+    task: Task | None = Field(
+        default=None,
+        description=(
+            "chat-completion, completion, embeddings (gguf) or predict (the other formats). "
+            "Default: chat-completion for gguf, predict otherwise."
+        ),
+    )
+    allowed_namespaces: list[NamespaceName] = Field(
+        default_factory=list,
+        max_length=256,
+        description="Other namespaces whose ModelDeployments may reference this Model.",
+    )
+
+    @model_validator(mode="after")
+    def _source_fits(self) -> ModelSpec:
+        source = parse_source(self.source)
+        if problem := _source_problem(self, source) or _task_problem(self):
+            raise ValueError(problem)
+        return self
+
+    def resolved_task(self) -> str:
+        """The task, defaulted from the format."""
+        return self.task or default_task(self.format)
+
+
+def _source_problem(model: ModelSpec, source: ModelSource) -> str | None:
+    """Why the source does not fit the rest of the model, as `field: reason`."""
+    copied = source.scheme != "pvc"  # a pvc:// source is used in place, file or directory
+    wants_dir = model.format == "triton-repository"
+    problems = (
+        (source.scheme == "http" and model.sha256 is None, HTTP_NEEDS_SHA),
+        (
+            model.endpoint_url is not None and source.scheme != "s3",
+            "endpointUrl: applies to s3:// sources only",
+        ),
+        (
+            model.credentials is not None and not copied,
+            "credentials: a pvc:// source is mounted, not downloaded, so it takes none",
+        ),
+        (
+            model.sha256 is not None and source.is_directory and copied,
+            "sha256: checks one file, but the source is a directory",
+        ),
+        (
+            wants_dir and not source.is_directory,
+            "source: format triton-repository needs a directory: s3://bucket/prefix/, "
+            "hf://org/repo or pvc://claim/path",
+        ),
+        (
+            not wants_dir and source.is_directory and copied,
+            f"source: format {model.format} needs a source naming one file, not a directory",
+        ),
+    )
+    return next((message for failed, message in problems if failed), None)
+
+
+def _task_problem(model: ModelSpec) -> str | None:
+    task = model.resolved_task()
+    if model.format == "gguf" and task == "predict":
+        return "task: format gguf serves chat-completion, completion or embeddings"
+    if model.format != "gguf" and task != "predict":
+        return f"task: format {model.format} serves predict only"
+    return None
+
+
+class ModelStatus(Schema):
+    """What the controller observed about a Model."""
+
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="Generation the status was computed from."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Accepted: the source, format and task are usable.",
+        json_schema_extra=LIST_MAP_BY_TYPE,
+    )
+
+
+class ModelRef(Schema):
+    """Which Model a deployment serves."""
+
+    name: ObjectName = Field(description="Name of the Model.")
+    namespace: NamespaceName | None = Field(
+        default=None,
+        description=(
+            "Namespace of the Model; default: the deployment's. Another namespace works only if "
+            "that Model lists the deployment's namespace in spec.allowedNamespaces."
+        ),
+    )
