@@ -21,8 +21,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from e2e.backends import (
+    BACKENDS,
+    REAL_STATUS,
+    KubeHandle,
+    install_crds,
+    selected_backend,
+    skip_real,
+)
 from e2e.ci import is_ci
 from e2e.emulator import Clock, Emulator, EmulatorConfig
+from e2e.real import AssetsNotFound, ControlPlane, StartupError, find_assets
+from e2e.real.handle import RealClusterHandle
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
@@ -30,9 +40,13 @@ if TYPE_CHECKING:
 __all__ = [
     "EmulatorHandle",
     "eventually",
+    "kube_backend",
+    "kube_each_backend",
     "kube_emulator",
+    "kube_emulator_backend_session",
     "kube_emulator_factory",
     "kube_emulator_session",
+    "kube_real_session",
     "require_kubectl",
 ]
 
@@ -87,6 +101,9 @@ def eventually(fn: Callable[[], T], *, timeout: float = 5.0, interval: float = 0
 class EmulatorHandle:
     """What tests use: a running emulator plus client helpers."""
 
+    backend = "emulator"  # as e2e.real.RealClusterHandle's "real" (e2e/backends.py)
+    has_controllers = True  # its GC, Job, CronJob and ServiceAccount controllers always run
+
     def __init__(self, emulator: Emulator) -> None:
         self.emulator = emulator
         self._clients: list[ApiClient] = []
@@ -120,6 +137,9 @@ class EmulatorHandle:
 
     def restart(self) -> None:
         self.emulator.restart()
+
+    def require_controllers(self) -> None:
+        """Nothing to check: the emulator's built-in controllers always run."""
 
     def namespace(self, prefix: str = "test") -> str:
         """Create a fresh namespace and return its name."""
@@ -193,3 +213,68 @@ def kube_emulator_session() -> Iterator[EmulatorHandle]:
     finally:
         handle.close()
         emulator.stop()
+
+
+# -- the backend switch (e2e/backends.py): the same suites on the emulator or a real control plane
+
+
+@pytest.fixture(scope="session")
+def kube_emulator_backend_session() -> Iterator[EmulatorHandle]:
+    """One emulator for the session with longrun's CRDs installed, like `kube_real_session`."""
+    emulator, handle = _start()
+    try:
+        install_crds(handle.api_client())
+        yield handle
+    finally:
+        handle.close()
+        emulator.stop()
+
+
+@pytest.fixture(scope="session")
+def kube_real_session() -> Iterator[RealClusterHandle]:
+    """One real control plane for the session (envtest style), longrun's CRDs installed.
+
+    Skips, also in CI, with one line naming KUBEBUILDER_ASSETS when no binaries are found;
+    fails when they are found but do not start.
+    """
+    try:
+        assets = find_assets()
+    except AssetsNotFound as exc:
+        skip_real(str(exc))
+    try:
+        plane = ControlPlane(assets).start()
+    except StartupError as exc:
+        REAL_STATUS.outcome, REAL_STATUS.detail = "failed", str(exc).splitlines()[0]
+        raise
+    handle = RealClusterHandle(plane)
+    try:
+        install_crds(handle.api_client())
+        REAL_STATUS.outcome = "ran"
+        REAL_STATUS.detail = f"v{assets.version} from {assets.directory}" + (
+            "" if plane.has_controllers else f" ({plane.missing_controllers})"
+        )
+        yield handle
+    finally:
+        handle.close()
+        plane.stop()
+
+
+@pytest.fixture
+def kube_backend(request: pytest.FixtureRequest) -> KubeHandle:
+    """The session handle of the backend `$LONGRUN_KUBE_BACKEND` selects (emulator by default).
+
+    Isolate tests with `handle.namespace()`.
+    """
+    return _backend_handle(request, selected_backend())
+
+
+@pytest.fixture(params=BACKENDS)
+def kube_each_backend(request: pytest.FixtureRequest) -> KubeHandle:
+    """The test runs once per backend: the emulator always, the real one when it can start."""
+    return _backend_handle(request, request.param)
+
+
+def _backend_handle(request: pytest.FixtureRequest, backend: str) -> KubeHandle:
+    name = "kube_real_session" if backend == "real" else "kube_emulator_backend_session"
+    handle: KubeHandle = request.getfixturevalue(name)
+    return handle

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.backends import REAL_STATUS
 from tests.runners.runner_stores import (
     MARIADB_URLS,
     POSTGRES_URLS,
@@ -69,3 +70,9 @@ def moto_endpoint() -> Iterator[str]:
     server.stop()
     if server._server is not None:
         server._server.server_close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say whether the real control plane ran, or why not: its skip is the one CI allows."""
+    if REAL_STATUS.outcome:
+        terminalreporter.write_line(f"real backend: {REAL_STATUS.outcome}: {REAL_STATUS.detail}")

@@ -1,7 +1,9 @@
-"""The CI guard: a missing service skips locally but fails in CI.
+"""The CI guard: a missing service skips locally but fails in CI; the one exception is the
+real control plane (e2e/backends.py), whose binaries CI machines do not carry.
 
 Real: pytest itself, run in a subprocess (pytester) with and without CI set, importing
-the real `tests.support` helper. Faked: the service — the probe declares it unavailable.
+the real `tests.support` helper and the real `kube_real_session` fixture. Faked: the
+service — the probe declares it unavailable; KUBEBUILDER_ASSETS names an empty directory.
 """
 
 from __future__ import annotations
@@ -20,11 +22,21 @@ def test_needs_database():
 """
 
 
-def _run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str) -> pytest.RunResult:
+REAL_PROBE = """
+from e2e.fixtures import kube_real_session
+
+def test_needs_the_real_control_plane(kube_real_session):
+    pass
+"""
+
+
+def _run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str, probe: str = PROBE
+) -> pytest.RunResult:
     monkeypatch.setenv("CI", ci)
     monkeypatch.setenv("PYTHONPATH", str(REPO_ROOT))
-    pytester.makepyfile(test_probe=PROBE)
-    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "test_probe.py")
+    pytester.makepyfile(test_probe=probe)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "test_probe.py")
 
 
 def test_missing_service_skips_outside_ci(
@@ -40,3 +52,15 @@ def test_missing_service_fails_in_ci(
     result = _run(pytester, monkeypatch, ci="true")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*service unavailable: PostgreSQL*CI must have it*"])
+
+
+def test_missing_real_control_plane_skips_even_in_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBEBUILDER_ASSETS", str(pytester.path))
+    result = _run(pytester, monkeypatch, ci="true", probe=REAL_PROBE)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*real control plane: no kube-apiserver/etcd in $KUBEBUILDER_ASSETS=*; set "
+         "KUBEBUILDER_ASSETS to a directory holding them to run*"]
+    )  # fmt: skip

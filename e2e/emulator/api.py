@@ -30,6 +30,7 @@ from .errors import (
     invalid,
     invalid_object,
     not_found,
+    qualified,
     required,
 )
 from .listing import ListingMixin
@@ -91,7 +92,7 @@ class Api(ListingMixin, DeletionMixin):
         meta = obj.setdefault("metadata", {})
         self._set_namespace(rt, meta, namespace)
         with self.store.lock:
-            self._check_namespace(rt, meta.get("namespace", ""))
+            self._check_namespace(rt, meta)
             self._assign_name(rt, meta)
             self._reset_system_fields(rt, obj)
             obj = self._admit(rt, obj, None, req)
@@ -132,11 +133,7 @@ class Api(ListingMixin, DeletionMixin):
         if not isinstance(obj.get("metadata", {}), dict):
             raise bad_request("metadata must be an object")
         if rt.group == "events.k8s.io":
-            errors = events.validate_events_v1(obj)
-            if errors:
-                name = obj.get("metadata", {}).get("name", "")
-                raise invalid_object(rt.kind, rt.group, name, errors)
-            return events.to_core(obj)
+            return events.to_core(obj)  # validated in core shape (kinds.VALIDATORS)
         return obj
 
     def _set_namespace(self, rt: ResourceType, meta: Obj, namespace: str) -> None:
@@ -150,18 +147,22 @@ class Api(ListingMixin, DeletionMixin):
             )
         meta["namespace"] = namespace
 
-    def _check_namespace(self, rt: ResourceType, namespace: str) -> None:
+    def _check_namespace(self, rt: ResourceType, meta: Obj) -> None:
         if not rt.namespaced:
             return
+        namespace = meta.get("namespace", "")
         ns = self.store.get("namespaces", "", namespace)
         if ns is None:
             raise not_found("namespaces", "", namespace)
         if ns["metadata"].get("deletionTimestamp"):
+            # Admission names the object as requested (generateName when no name is given).
+            name = meta.get("name") or meta.get("generateName", "")
             raise ApiError(
                 403,
-                f'{rt.plural} "{{name}}" is forbidden: unable to create new content in namespace '
-                f"{namespace} because it is being terminated",
+                f'{qualified(rt.plural, rt.group)} "{name}" is forbidden: unable to create new '
+                f"content in namespace {namespace} because it is being terminated",
                 details={
+                    "name": name,
                     "kind": rt.plural,
                     "group": rt.group,
                     "causes": [
@@ -241,7 +242,9 @@ class Api(ListingMixin, DeletionMixin):
             errors += kinds.validate_update(rt, obj, old)
             errors += self._finalizer_rules(obj, old)
         if errors:
-            raise invalid_object(rt.kind, rt.group, meta["name"], errors)
+            # events.k8s.io Events are validated as the internal (core) Event: no group.
+            group = "" if rt.group == "events.k8s.io" else rt.group
+            raise invalid_object(rt.kind, group, meta["name"], errors)
         return obj
 
     def _admit_custom(self, rt: ResourceType, obj: Obj, req: Request, old: Obj | None) -> Obj:
@@ -255,9 +258,7 @@ class Api(ListingMixin, DeletionMixin):
         self._report_unknown(rt, unknown, req)
         obj = schema.drop_nulls(obj, sch)
         obj = schema.apply_defaults(obj, sch)
-        errors = schema.validate(obj, sch) or schema.validate_rules(
-            obj, sch, old=old if old is not None else cel.MISSING
-        )
+        errors = schema.validate_with_rules(obj, sch, old=old if old is not None else cel.MISSING)
         if errors:
             raise invalid_object(rt.kind, rt.group, obj["metadata"].get("name", ""), errors)
         return obj
@@ -314,8 +315,8 @@ class Api(ListingMixin, DeletionMixin):
             old = self._current(rt, namespace, name)
             rv = new["metadata"].get("resourceVersion")
             if not rv and not rt.unconditional_update:
-                raise invalid_object(
-                    rt.kind,
+                raise invalid_object(  # named by resource here, as the real server does
+                    rt.plural,
                     rt.group,
                     name,
                     [invalid("metadata.resourceVersion", 0, "must be specified for an update")],

@@ -72,22 +72,24 @@ class DeletionMixin:
             return self._delete_locked(rt, old, opts)
 
     def _check_preconditions(self, rt: ResourceType, old: Obj, opts: DeleteOptions) -> None:
+        """As the registry's rest.BeforeDelete: a Conflict naming the kind, not the resource."""
         meta = old["metadata"]
         if opts.precondition_uid and opts.precondition_uid != meta["uid"]:
             raise conflict(
-                rt.plural,
+                rt.kind,
                 rt.group,
                 meta["name"],
-                f"Precondition failed: UID in precondition: {opts.precondition_uid}, "
-                f"UID in object meta: {meta['uid']}",
+                f"the UID in the precondition ({opts.precondition_uid}) does not match the UID "
+                f"in record ({meta['uid']}). The object might have been deleted and then recreated",
             )
         if opts.precondition_rv and opts.precondition_rv != meta["resourceVersion"]:
             raise conflict(
-                rt.plural,
+                rt.kind,
                 rt.group,
                 meta["name"],
-                f"Precondition failed: ResourceVersion in precondition: {opts.precondition_rv}, "
-                f"ResourceVersion in object meta: {meta['resourceVersion']}",
+                f"the ResourceVersion in the precondition ({opts.precondition_rv}) does not match "
+                f"the ResourceVersion in record ({meta['resourceVersion']}). "
+                "The object might have been modified",
             )
 
     def _delete_locked(self, rt: ResourceType, old: Obj, opts: DeleteOptions) -> tuple[Obj, bool]:

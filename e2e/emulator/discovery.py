@@ -78,6 +78,8 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
             sub_verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
             if sub == "finalize":
                 sub_verbs = ["update"]
+            if sub == "binding":
+                sub_verbs = ["create"]
             resources.append(
                 {
                     "name": f"{rt.plural}/{sub}",

@@ -52,6 +52,16 @@ class EmulatorConfig:
     # Base of the Job controller's exponential delay before replacing failed pods.
     job_backoff_seconds: float = 10.0
     seed: int | None = None
+    # False: pods are not run here but by a node agent over the API (e2e/nodeagent), which
+    # registers a Node, binds pods (pods/binding) and writes their status.
+    builtin_kubelet: bool = True
+
+
+def awaits_kubelet(pod: Obj) -> bool:
+    """kube-apiserver's rule for a graceful pod deletion: the pod is bound to a node and not
+    finished, so its kubelet must stop it and confirm (a delete with grace 0)."""
+    phase = (pod.get("status") or {}).get("phase")
+    return bool(pod["spec"].get("nodeName")) and phase not in ("Succeeded", "Failed")
 
 
 class ServiceAccounts:
@@ -117,9 +127,11 @@ class Emulator:
         self._watch_lock = threading.Lock()
         self._port = self.config.port
         self.api.on_crd_write = self._register_crd
+        if not self.config.builtin_kubelet:
+            self.api.on_pod_graceful_delete = awaits_kubelet
         for ctrl in (
             GarbageCollector(self.api),
-            self.kubelet,
+            *((self.kubelet,) if self.config.builtin_kubelet else ()),
             JobController(
                 self.api, manager=self.manager, backoff_seconds=self.config.job_backoff_seconds
             ),

@@ -17,7 +17,7 @@ from typing import Any
 
 from croniter import croniter
 
-from . import crd, qos
+from . import crd, events, qos
 from .errors import FieldError, forbidden, invalid, not_supported, required
 from .registry import ResourceType
 
@@ -151,9 +151,8 @@ def default_job_spec(spec: Obj) -> None:
     spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") else 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
-    spec.setdefault("manualSelector", None)
     if spec.get("manualSelector") is None:
-        spec.pop("manualSelector")
+        spec["manualSelector"] = False  # kube-apiserver 1.36 writes it out
     spec.setdefault(
         "podReplacementPolicy",
         "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed",
@@ -195,8 +194,13 @@ def default_cronjob(cj: Obj) -> None:
     spec.setdefault("suspend", False)
     spec.setdefault("successfulJobsHistoryLimit", 3)
     spec.setdefault("failedJobsHistoryLimit", 1)
-    job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
-    default_job_spec(job_spec)
+    # SetDefaults_Job is for Jobs: a jobTemplate gets only its pod template's defaults (and
+    # the empty metadata a Go struct always has); the Job made from it gets the rest.
+    job_template = spec.setdefault("jobTemplate", {})
+    job_template.setdefault("metadata", {})
+    template = job_template.setdefault("spec", {}).setdefault("template", {})
+    template.setdefault("metadata", {})
+    default_pod_spec(template.setdefault("spec", {}))
 
 
 def default_secret(secret: Obj) -> None:
@@ -254,7 +258,8 @@ def validate_pod_spec(spec: Obj, path: str) -> list[FieldError]:
     return errors
 
 
-def validate_job_spec(spec: Obj, path: str) -> list[FieldError]:
+def validate_job_spec(spec: Obj, path: str, *, template: bool = False) -> list[FieldError]:
+    """A Job's spec; a CronJob's job `template` is not defaulted, so may omit completionMode."""
     tpath = f"{path}.template.spec"
     errors = validate_pod_spec(spec.get("template", {}).get("spec", {}), tpath)
     policy = spec.get("template", {}).get("spec", {}).get("restartPolicy")
@@ -280,7 +285,9 @@ def validate_job_spec(spec: Obj, path: str) -> list[FieldError]:
             errors.append(invalid(f"{path}.{field}", value, "must be greater than or equal to 0"))
     if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
         errors.append(required(f"{path}.completions", "when completion mode is Indexed"))
-    if spec.get("completionMode") not in ("NonIndexed", "Indexed"):
+    if spec.get("completionMode") not in ("NonIndexed", "Indexed") and not (
+        template and spec.get("completionMode") is None
+    ):
         errors.append(
             not_supported(
                 f"{path}.completionMode", spec.get("completionMode"), ["NonIndexed", "Indexed"]
@@ -291,7 +298,8 @@ def validate_job_spec(spec: Obj, path: str) -> list[FieldError]:
 
 def validate_cronjob(cj: Obj) -> list[FieldError]:
     spec = cj.get("spec", {})
-    errors = validate_job_spec(spec.get("jobTemplate", {}).get("spec", {}), "spec.jobTemplate.spec")
+    job_spec = spec.get("jobTemplate", {}).get("spec", {})
+    errors = validate_job_spec(job_spec, "spec.jobTemplate.spec", template=True)
     schedule = spec.get("schedule")
     if not schedule:
         errors.append(required("spec.schedule"))
@@ -335,6 +343,8 @@ VALIDATORS = {
     ("batch", "jobs"): lambda o: validate_job_spec(o.get("spec", {}), "spec"),
     ("batch", "cronjobs"): validate_cronjob,
     ("", "secrets"): validate_secret,
+    ("", "events"): events.validate_core_v1,
+    ("events.k8s.io", "events"): events.validate_events_v1,
 }
 
 

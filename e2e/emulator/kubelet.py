@@ -283,6 +283,30 @@ class Kubelet:
                 (pod["metadata"]["namespace"], pod["metadata"]["name"]), []
             ).append(text)
 
-    def logs(self, namespace: str, name: str) -> str:
+    def logs(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        tail_lines: int | None = None,
+        limit_bytes: int | None = None,
+    ) -> str:
+        """A pod's output as `GET pods/<name>/log` serves it: the last `tail_lines` lines, then
+        at most `limit_bytes` bytes counted from the first of them (the kubelet's order)."""
         with self._lock:
-            return "".join(self._logs.get((namespace, name), []))
+            text = "".join(self._logs.get((namespace, name), []))
+        if tail_lines is not None:
+            text = "".join(text.splitlines(keepends=True)[-tail_lines:]) if tail_lines > 0 else ""
+        if limit_bytes is not None:
+            text = text.encode()[:limit_bytes].decode("utf-8", "ignore")
+        return text
+
+
+def log_options(query: dict[str, str]) -> dict[str, int | None]:
+    """`tailLines` and `limitBytes` of a log request, as `Kubelet.logs` takes them."""
+
+    def number(key: str) -> int | None:
+        value = query.get(key)
+        return int(value) if value and value.lstrip("-").isdigit() else None
+
+    return {"tail_lines": number("tailLines"), "limit_bytes": number("limitBytes")}

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from . import codec, discovery, protobuf
+from .binding import bind
 from .errors import ApiError, bad_request
+from .kubelet import log_options
 from .options import DeleteOptions, Request
 from .registry import ResourceType
 from .watching import WatchStream
@@ -260,13 +262,16 @@ class Handler(FastHeadersHandler):
         api, rt, ns, name = emu.api, route.rt, route.namespace, route.name
         if verb == "get" and route.subresource == "log":
             api.get(rt, ns, name)
-            self._send(200, emu.kubelet.logs(ns, name).encode(), "text/plain")
+            text = emu.kubelet.logs(ns, name, **log_options(self.query))
+            self._send(200, text.encode(), "text/plain")
         elif verb == "get":
             self._send_obj(200, rt, api.get(rt, ns, name))
         elif verb == "list":
             self._list(route)
         elif verb == "watch":
             self._watch(route)
+        elif verb == "create" and route.subresource == "binding":
+            self._send_json(201, bind(api, ns, name, body))
         elif verb == "create":
             if name:
                 raise ApiError(

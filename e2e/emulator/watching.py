@@ -156,7 +156,9 @@ class WatchStream:
     def _frame(self, ev: Event, out: str, render: Any) -> bytes:
         """The chunk for one event; encoded once per presentation and shared by all watchers."""
         if self.table:  # tables carry the watcher's options and "now": never shared
-            return chunk_frame(codec.encode({"type": out, "object": render(ev.obj)}) + b"\n")
+            return chunk_frame(
+                codec.encode({"type": out, "object": render(_shown(ev, out))}) + b"\n"
+            )
         rt = self.route.rt
         key = (out, rt.group, rt.api_version, rt.kind)
         frame = ev.encoded.get(key)
@@ -167,7 +169,7 @@ class WatchStream:
                 if frame is None:
                     # {"type":...,"object":...} as codec.encode writes it, with the object's
                     # bytes shared with the write's answer (EncodingCache).
-                    obj = self.handler.server.emulator.encodings.encode(render(ev.obj))
+                    obj = self.handler.server.emulator.encodings.encode(render(_shown(ev, out)))
                     data = b'{"type":%b,"object":%b}\n' % (codec.encode(out), obj)
                     frame = ev.encoded[key] = chunk_frame(data)
         return frame
@@ -188,6 +190,16 @@ class WatchStream:
                 },
             }
         )
+
+
+def _shown(ev: Event, out: str) -> Obj:
+    """The object a watcher is sent: for one leaving its selector (a MODIFIED seen as
+    DELETED), the previous version at the event's resourceVersion, as the watch cache
+    sends it (cacheWatcher.convertToWatchEvent); otherwise the new version."""
+    if out == "DELETED" and ev.type == "MODIFIED" and ev.old is not None:
+        rv = ev.obj["metadata"]["resourceVersion"]
+        return {**ev.old, "metadata": {**ev.old["metadata"], "resourceVersion": rv}}
+    return ev.obj
 
 
 def _transition(ev: Event, matches: Any) -> str | None:

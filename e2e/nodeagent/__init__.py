@@ -1,0 +1,11 @@
+"""A node agent that plays the kubelet over the API only (see agent.py and e2e/README.md).
+
+`NodeAgent(AgentConfig(workdir=...), Kube.from_kubeconfig(path)).start()` in a
+test, `python -m e2e.nodeagent --kubeconfig PATH` beside a control plane.
+"""
+
+from .agent import NodeAgent
+from .config import AgentConfig, default_images
+from .kube import ApiError, Kube
+
+__all__ = ["AgentConfig", "ApiError", "Kube", "NodeAgent", "default_images"]

@@ -1,0 +1,92 @@
+"""`python -m e2e.nodeagent --kubeconfig PATH`: a node that runs pods, until Ctrl-C or SIGTERM.
+
+For people beside `python -m e2e.cluster --real`, and for harnesses that start it
+as a process: `--ready-file` appears once the Node is registered and the pods
+are listed; SIGTERM stops it cleanly (its processes killed, nothing marked) and
+it exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from local.podspec import parse_image_map
+
+from .agent import NodeAgent
+from .config import DEFAULT_NODE_NAME, DEFAULT_SCHEDULER, AgentConfig, default_images
+from .kube import Kube
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m e2e.nodeagent", description=__doc__)
+    parser.add_argument("--kubeconfig", required=True, type=Path)
+    parser.add_argument("--node-name", default=DEFAULT_NODE_NAME)
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        help="serve only this namespace (repeatable; default: every namespace)",
+    )
+    parser.add_argument(
+        "--scheduler-name",
+        action="append",
+        dest="scheduler_names",
+        help="bind pods of this schedulerName (repeatable; default: default-scheduler)",
+    )
+    parser.add_argument("--workdir", type=Path, help="pod files and logs (default: a temp dir)")
+    parser.add_argument(
+        "--image-map",
+        action="append",
+        default=[],
+        metavar="IMAGE=COMMAND",
+        help="run IMAGE as COMMAND (repeatable); the runner image is built in",
+    )
+    parser.add_argument("--pvc-root", type=Path, help="PersistentVolumeClaim dirs (default: "
+                        "<workdir>/pvc/<namespace>/<claim>)")  # fmt: skip
+    parser.add_argument("--restart-backoff", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--ready-file", type=Path, help="touched once the agent is ready")
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s")
+    own_workdir = args.workdir is None
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="longrun-nodeagent-"))
+    config = AgentConfig(
+        workdir=workdir,
+        node_name=args.node_name,
+        namespaces=tuple(args.namespaces) if args.namespaces else None,
+        scheduler_names=tuple(args.scheduler_names or [DEFAULT_SCHEDULER]),
+        images=default_images(parse_image_map(args.image_map)),
+        pvc_root=args.pvc_root,
+        restart_backoff=args.restart_backoff,
+    )
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    agent = NodeAgent(config, Kube.from_kubeconfig(args.kubeconfig))
+    try:
+        agent.start()
+        if args.ready_file:
+            args.ready_file.write_text(config.node_name + "\n")
+        print(f"node agent ready: node {config.node_name}, workdir {workdir}", file=sys.stderr)
+        done.wait()
+    finally:
+        agent.stop()
+        agent.kube.close()
+        if own_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
