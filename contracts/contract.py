@@ -9,10 +9,11 @@ the controller mounted them (`<secretsDir>/<secret name>/<key>`).
 
 from __future__ import annotations
 
+import ipaddress
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field
 
 from contracts.base import ObjectName, Schema
 from contracts.config import RunnerTuning
@@ -51,6 +52,37 @@ class ConfigIdentity(Schema):
     name: ObjectName = Field(description="InferenceConfig name.")
     namespace: ObjectName = Field(description="InferenceConfig namespace.")
     generation: int = Field(ge=0, description="InferenceConfig generation the contract renders.")
+
+
+def checked_cidr(text: str) -> str:
+    """`text` as a canonical CIDR (`169.254.0.0/16`; an address alone is a /32 or /128);
+    else a ValueError saying what is wrong."""
+    value = text.strip()
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        if "has host bits set" in str(exc):
+            meant = ipaddress.ip_network(value, strict=False)
+            raise ValueError(f"{text!r} has host bits set: did you mean {meant}?") from None
+        raise ValueError(
+            f"{text!r} is not a CIDR (examples: 169.254.0.0/16, fd00:ec2::254/128)"
+        ) from None
+    return str(network)
+
+
+Cidr = Annotated[str, AfterValidator(checked_cidr)]
+
+
+class RunnerNetwork(Schema):
+    """Where the runner may not connect: the controller's settings, never a config's."""
+
+    denied_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description=(
+            "Networks the runner never connects to (controller setting DENIED_CIDRS), checked "
+            "against every address a host name resolves to, for storage and model alike."
+        ),
+    )
 
 
 class RunnerContract(Schema):
@@ -94,6 +126,10 @@ class RunnerContract(Schema):
     secrets_dir: str = Field(
         default=DEFAULT_SECRETS_DIR,
         description="Referenced Secrets are mounted at <secretsDir>/<secret name>/<key>.",
+    )
+    network: RunnerNetwork | None = Field(
+        default=None,
+        description="The controller's network rules for the runner; absent when it sets none.",
     )
 
     def to_json(self) -> str:

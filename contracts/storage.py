@@ -90,6 +90,15 @@ class HttpStorage(StorageSettings):
     timeout_seconds: float = Field(
         default=60, gt=0, le=3600, description="Timeout of one request, in seconds."
     )
+    committed_url: HttpUrl | None = Field(
+        default=None,
+        description=(
+            "Output only: where the runner asks which chunks the receiver holds, so that a "
+            "restarted pod resumes after them: GET with query parameters jobId, jobName and role, "
+            'answered with {"chunks": [{"chunk": 0, "records": 1000}, ...]}. Without it a '
+            "restarted pod sends every chunk again, and the receiver must de-duplicate."
+        ),
+    )
 
 
 class EndpointRef(SecretReference):
@@ -134,6 +143,16 @@ class KrateoStorage(StorageSettings):
     backend = "runners.storage.krateo:KrateoBackend"
 
     api: KrateoApi = Field(description="The API call that reads or writes the data.")
+    committed_path: Annotated[str, StringConstraints(min_length=1, max_length=2048)] | None = Field(
+        default=None,
+        description=(
+            "Output only: a path of the same endpoint (e.g. a notebook) that answers which "
+            "chunks it holds, so that a restarted pod resumes after them. It gets the run "
+            "parameters with job_uid, job_name and role, and answers "
+            '{"result": [{"chunk": 0, "records": 1000}, ...]} (or that list as JSON text). '
+            "Without it a restarted pod sends every chunk again."
+        ),
+    )
 
 
 class S3Credentials(SecretReference):

@@ -15,7 +15,7 @@ is called from one thread at a time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -97,6 +97,12 @@ class RunContext:
     # requests per batch and retry or pace each one themselves (openai chat).
     tuning: RunnerTuning | None = None
     stop: threading.Event | None = field(default=None, compare=False)
+    # Networks no connection may reach (contract `network.deniedCidrs`): runners/netguard.py.
+    denied_cidrs: tuple[str, ...] = ()
+    # The data of the input's first readable record (None for an empty input), read on demand
+    # by the runner, the same in every pod of the run: a client that builds a model input
+    # from a record's key order takes that order from it (see runners/models/rows.py).
+    first_record: Callable[[], Record | None] | None = field(default=None, compare=False)
 
     def execution_subpath(self, base: str) -> str:
         """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""
@@ -118,7 +124,8 @@ class TransientError(Exception):
 class BatchRejected(Exception):
     """The server refused a whole batch for a non-transient reason (e.g. HTTP 400).
 
-    The pipeline then retries the records one by one to isolate the bad ones.
+    The pipeline then bisects the batch (halves, quarters, ...) to isolate the bad ones;
+    it does the same for a `runners.retry.ServerFault` (HTTP 500) once its attempts are spent.
     """
 
 

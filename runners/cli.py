@@ -21,13 +21,14 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
+from contracts.config import RunnerTuning, default_batch_size
 from contracts.contract import (
     DEFAULT_CONTRACT_PATH,
     EXIT_BAD_CONTRACT,
@@ -40,13 +41,27 @@ from contracts.plugins import PROTOCOLS_GROUP, STORAGE_GROUP
 from contracts.run import RunResult
 from contracts.storage import StorageSpec, check_input, check_output
 from runners import registry
-from runners.api import ConfigError, ModelClient, RunContext, Sink, Source, StorageBackend
+from runners.api import (
+    ConfigError,
+    ModelClient,
+    Record,
+    RunContext,
+    Sink,
+    Source,
+    StorageBackend,
+)
+from runners.formats import UnreadableRecord
+from runners.modelcalls import ModelUnavailable
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
-from runners.retry import Stopped
+from runners.redact import redact_result, redacting
+from runners.retry import Backoff, Stopped, call_with_retry
 
 PROG = "longrun-runner"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 EXIT_SIGTERM = 143
+# The code the Job's podFailurePolicy fails the Job on at once (controller/core/builders.py):
+# a spent error budget is final, as the same records would fail again in a retried pod.
+EXIT_FINAL = EXIT_BAD_CONTRACT
 T = TypeVar("T")
 
 EPILOG = f"""\
@@ -61,8 +76,10 @@ environment:
 
 exit codes:
   0    every record was written (failed ones, within the error budget, to the error output)
-  1    the run failed (error budget exceeded, unexpected error); a retry resumes it
-  2    bad contract or configuration: do not retry (one line on stderr names the field)
+  1    the run failed and a retry may do better (the model did not answer, an unexpected
+       error); a retry resumes it
+  2    do not retry: bad contract or configuration (one line on stderr names the field), or
+       the error budget is spent (every failed record is in the error output)
   143  stopped by SIGTERM; committed chunks stay, a retry resumes after them
 """
 
@@ -92,7 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         # --check reports on stderr only: it is not an execution, so no summary.
         return _fail_config(exc, None if args.check else RunResult(), started=started)
-    return execute(contract, started=started)
+    with redacting():  # no Secret value read from here on shows (runners/redact.py)
+        return execute(contract, started=started)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -123,7 +141,16 @@ def load_contract(path: str) -> RunnerContract:
     except ValidationError as exc:
         raise ConfigError(_validation_line(exc)) from None
     _check_directions(contract)
-    return contract
+    return with_batch_size(contract)
+
+
+def with_batch_size(contract: RunnerContract) -> RunnerContract:
+    """The contract with `runner.batchSize` filled in for its protocol when unset."""
+    if contract.runner.batch_size is not None:
+        return contract
+    size = default_batch_size(contract.model.protocol)
+    runner = contract.runner.model_copy(update={"batch_size": size})
+    return contract.model_copy(update={"runner": runner})
 
 
 def _validation_line(exc: ValidationError) -> str:
@@ -184,6 +211,7 @@ def run_context(contract: RunnerContract, *, stop: threading.Event | None = None
         id_field=_input_id_field(contract.input),
         tuning=contract.runner,
         stop=stop,
+        denied_cidrs=tuple(contract.network.denied_cidrs) if contract.network else (),
     )
 
 
@@ -200,6 +228,7 @@ def open_all(
     ctx = run_context(contract, stop=stop)
     source = _open("input", contract.input, lambda b, s: b.open_source(s, ctx))
     stack.callback(source.close)
+    ctx = replace(ctx, first_record=first_record(source, contract.runner, stop=stop))
     sink = _open("output", contract.output, lambda b, s: b.open_sink(s, ctx, role="output"))
     stack.callback(sink.close)
     error_sink = _open_errors(contract, ctx)
@@ -209,6 +238,30 @@ def open_all(
     client: ModelClient = _configured("model", lambda: factory(contract.model, ctx))
     stack.callback(client.close)
     return Opened(ctx, source, sink, error_sink, client)
+
+
+def first_record(
+    source: Source, tuning: RunnerTuning, *, stop: threading.Event | None
+) -> Callable[[], Record | None]:
+    """A function giving the input's first readable record's data (None for an empty input),
+    read once, when first asked (`RunContext.first_record`), retried as input reads are."""
+
+    def read() -> Record | None:
+        records = source.records(0)
+        try:
+            for record in records:
+                if not isinstance(record, UnreadableRecord):
+                    return record.data
+        finally:
+            records.close()
+        return None
+
+    @functools.cache
+    def first() -> Record | None:
+        backoff = Backoff.from_tuning(tuning)
+        return call_with_retry(read, backoff=backoff, stop=stop or threading.Event())
+
+    return first
 
 
 def _open(where: str, spec: StorageSpec, opener: Callable[[StorageBackend, Any], T]) -> T:
@@ -267,6 +320,7 @@ def _run(
         tuning=contract.runner,
         stats=stats,
         stop=stop,
+        ids_from_field=opened.ctx.id_field is not None,
     )
     report = functools.partial(_report, stats, opened, started=started)
     settle_garbage_collector()
@@ -275,6 +329,9 @@ def _run(
     except Stopped:
         return report(code=EXIT_SIGTERM, reason="stopped by SIGTERM")
     except BudgetExceeded as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return report(code=EXIT_FINAL, reason=str(exc))
+    except ModelUnavailable as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return report(code=EXIT_FAILED, reason=str(exc))
     except ConfigError as exc:
@@ -360,7 +417,7 @@ def _fail_config(exc: ConfigError, result: RunResult | None, *, started: float) 
 
 def _fail(exc: BaseException, stats: Stats, *, opened: Opened | None, started: float) -> int:
     traceback.print_exception(exc, file=sys.stderr)
-    cause = f"unexpected error: {type(exc).__name__}: {exc}"
+    cause = f"unexpected error: {safe_message(exc)}"
     print(f"{PROG}: {cause}", file=sys.stderr)
     if opened is not None:
         return _report(stats, opened, started=started, code=EXIT_FAILED, reason=cause)
@@ -368,9 +425,23 @@ def _fail(exc: BaseException, stats: Stats, *, opened: Opened | None, started: f
     return EXIT_FAILED
 
 
+def safe_message(exc: BaseException) -> str:
+    """`Type: message` fit for a reason (and so a status): no SQL statement, no rows.
+
+    A database driver's error wrapped by SQLAlchemy carries the statement and its
+    parameters, the chunk's input rows, in its text: only the driver's own first line is
+    kept (`exc.orig`), as for any exception whose text runs over several lines.
+    """
+    orig = getattr(exc, "orig", None)
+    if isinstance(orig, BaseException) and hasattr(exc, "statement"):
+        exc = orig
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}".rstrip(": ")
+
+
 def write_summary(result: RunResult) -> None:
-    """Write the summary to the termination message and stdout."""
-    text = summary_json(result)
+    """Write the summary to the termination message and stdout, without Secret values."""
+    text = summary_json(redact_result(result))
     print(text, flush=True)
     explicit = os.environ.get("TERMINATION_MESSAGE_PATH")
     path = explicit or DEFAULT_TERMINATION_PATH

@@ -21,45 +21,58 @@ Rules the code relies on:
 - The counters start from the records of the committed chunks (output and
   error), so the error budget and the summary cover the whole run: a pod that
   resumes after a blown budget must not start again from zero failures.
+- Ids are screened before the model sees them (runners/recordids.py): one an
+  output cannot key a record by, or one an earlier record of the run had, makes
+  a per-record error, the same on every sink. A resumed run first re-reads the
+  ids of its committed chunks when ids come from a field.
+- Every retry counts in `recordsRetried`: model requests, input reads, chunk writes.
+- Model calls (retries, bisecting a refused batch, a model that does not answer) are
+  runners/modelcalls.py's; the error budget's rules are runners/budget.py's. The chunk that
+  crosses the budget is committed before the run stops, so every failed record is in the
+  error output; the budget is judged again at the end, against the whole input.
+- `recordsRead` counts the records of committed chunks, so on every exit the summary has
+  recordsRead = recordsWritten + recordsFailed (records in flight when a run stops are read
+  again by the next pod).
+- A sink that refuses a chunk holding values JSON cannot carry as they are (NaN, a
+  plug-in's object) gets it again with them as formats.json_records makes them: the same
+  strings on every sink, and a per-record error for a prediction that is no JSON value.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Generator, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TextIO, TypeVar
 
-from contracts.config import RunnerTuning
+from contracts.config import OTHER_BATCH_SIZE, RunnerTuning
 from runners.api import (
-    BatchRejected,
     ErrorRecord,
     InputRecord,
     ModelClient,
-    Outcome,
     OutputRecord,
     Sink,
     Source,
     TransientError,
 )
-from runners.formats import UnreadableRecord
+from runners.budget import Budget, BudgetExceeded
+from runners.formats import UnreadableRecord, json_records
+from runners.modelcalls import ModelCalls, Part, Result
 from runners.outcomes import Outcomes
 from runners.progress import Progress
-from runners.retry import Backoff, RateLimiter, Stopped, call_with_retry
+from runners.recordids import IdScreen
+from runners.redact import redact
+from runners.retry import Backoff, Contact, RateLimiter, Stopped, call_with_retry
 
+T = TypeVar("T")
 _CHUNK_QUEUE = 1
 _POLL = 0.2
-# What one model call gives the writer: the records and their outcomes, in one or more parts
-# (more than one when a rejected batch was retried record by record).
-Part = tuple[list[InputRecord], Outcomes]
-Result = list[Part]
-
-
-class BudgetExceeded(Exception):
-    """More records failed than the error budget allows; the message says by how much."""
+__all__ = ["BudgetExceeded", "Pipeline", "Stats"]
 
 
 @dataclass
@@ -84,8 +97,28 @@ class Stats:
 class _ChunkJob:
     index: int
     parts: list[Future[Result]] = field(default_factory=list)
-    read: int = 0
     unreadable: int = 0  # parts queued ahead of the batch that holds earlier records
+
+
+class _Halt:
+    """What in-flight work waits on: set on SIGTERM (`stop`) or when the run has failed."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.failed = threading.Event()
+
+    def is_set(self) -> bool:
+        return self.stop.is_set() or self.failed.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Like Event.wait, for either event (SIGTERM is seen within `_POLL` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self.failed.wait(left)
+        return True
 
 
 @dataclass
@@ -101,6 +134,8 @@ class Pipeline:
     stop: threading.Event = field(default_factory=threading.Event)
     log: TextIO | None = None
     backoff: Backoff | None = None
+    # Ids come from an input field (`idField`), so two records may share one (recordids.py).
+    ids_from_field: bool = False
 
     def __post_init__(self) -> None:
         t = self.tuning
@@ -111,6 +146,23 @@ class Pipeline:
         self._chunks: queue.Queue[_ChunkJob | None] = queue.Queue(maxsize=_CHUNK_QUEUE)
         self._writer_error: BaseException | None = None
         self._writer_done = threading.Event()
+        self._ids = IdScreen(unique=self.ids_from_field)
+        self._halt = _Halt(self.stop)
+        self._fatal: BaseException | None = None  # why the run stopped, when a worker knew first
+        self._budget = Budget.from_tuning(t)
+        self._progress: Progress | None = None
+        self._calls = self._model_calls(answered=False)
+
+    def _model_calls(self, *, answered: bool) -> ModelCalls:
+        assert self.backoff is not None
+        return ModelCalls(
+            self.client,
+            self.backoff,
+            self._halt,
+            limiter=self._limiter,
+            contact=Contact(answered=answered),
+            on_retry=lambda: self.stats.add(retried=1),
+        )
 
     def run(self) -> None:
         """Process every uncommitted chunk, then mark the output complete.
@@ -118,20 +170,30 @@ class Pipeline:
         Raises Stopped on SIGTERM, BudgetExceeded when the error budget is spent, and
         whatever a source, sink or client raised that retries could not absorb.
         """
-        committed = self.sink.committed()
+        committed = self._retrying(self.sink.committed)
         first = _first_missing(committed)
-        written = self.sink.committed_records(committed) if committed else 0
-        failed = self.error_sink.committed_records(committed) if committed else 0
+        written = self._retrying(lambda: self.sink.committed_records(committed)) if committed else 0
+        failed = (
+            self._retrying(lambda: self.error_sink.committed_records(committed)) if committed else 0
+        )
         # Every record of a committed chunk was read once and written or failed once.
         self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
-        progress = Progress(
+        # Chunks committed by an earlier pod: the model answered in this run.
+        self._calls = self._model_calls(answered=bool(committed))
+        progress = self._progress = Progress(
             interval=self.tuning.progress_interval_seconds,
             total=self.source.total,  # counted on its own thread: the run does not wait
             done_before=first * self.tuning.chunk_size,
             stream=self.log,
+            counts=lambda: (self.stats.read, self.stats.written, self.stats.failed),
         )
         writer = threading.Thread(target=self._write_all, args=(first, progress), name="writer")
         progress.start()
+        try:
+            self._check_budget([])  # an earlier pod's failures may have spent it already
+        except BaseException:
+            progress.stop()
+            raise
         writer.start()
         try:
             with ThreadPoolExecutor(self.tuning.concurrency, thread_name_prefix="model") as pool:
@@ -149,7 +211,9 @@ class Pipeline:
     # -- reading (main thread) -------------------------------------------------------
 
     def _read_all(self, pool: ThreadPoolExecutor, *, committed: set[int], first: int) -> None:
-        size, batch_size = self.tuning.chunk_size, self.tuning.batch_size
+        # `batchSize` unset: the runner fills it in for the protocol (cli.load_contract).
+        size, batch_size = self.tuning.chunk_size, self.tuning.batch_size or OTHER_BATCH_SIZE
+        self._remember_ids(committed)
         job: _ChunkJob | None = None
         batch: list[InputRecord] = []
         for record in self._records(first * size):
@@ -161,18 +225,47 @@ class Pipeline:
             if job is None or index != job.index:
                 self._flush(pool, job, batch)
                 job, batch = _ChunkJob(index), []
-            job.read += 1
             if isinstance(record, UnreadableRecord):
                 job.parts.append(_done([_failed([record], record.reason)]))
                 job.unreadable += 1
                 continue
             batch.append(record)
             if len(batch) >= batch_size:
-                job.parts.append(self._submit(pool, batch))
+                self._queue_batch(pool, job, batch)
                 batch = []
         self._flush(pool, job, batch)
 
-    def _records(self, skip: int) -> Iterator[InputRecord]:
+    def _remember_ids(self, committed: set[int]) -> None:
+        """Feed the id screen the ids of the committed chunks: one pass over their input."""
+        if not committed or not self._ids.remembers:
+            return
+        size, ids = self.tuning.chunk_size, []
+        with contextlib.closing(self._records(0)) as records:
+            for record in records:
+                if record.position >= (max(committed) + 1) * size or self.stop.is_set():
+                    break
+                if record.position // size in committed and not isinstance(
+                    record, UnreadableRecord
+                ):
+                    ids.append(record.id)
+                if len(ids) >= 65536:
+                    self._ids.remember(ids)
+                    ids = []
+        self._check_running()
+        self._ids.remember(ids)
+
+    def _queue_batch(
+        self, pool: ThreadPoolExecutor, job: _ChunkJob, batch: list[InputRecord]
+    ) -> None:
+        """Send `batch` to the model, but for records whose ids were refused: they fail now."""
+        batch, refused = self._ids.screen(batch)
+        for record, reason in refused:  # queued ahead of the batch before them, as unreadable
+            job.parts.append(_done([_failed([record], reason)]))
+        job.unreadable += len(refused)
+        if batch:
+            job.parts.append(self._submit(pool, batch))
+
+    def _records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Source records from `skip`, reopening after a TransientError where it stopped.
 
         Attempts count the failures since the last record read. Nothing else is done per
@@ -195,6 +288,7 @@ class Pipeline:
                     skip, attempt = record.position + 1, 1
                 if attempt >= self.backoff.max_attempts:
                     raise
+                self.stats.add(retried=1)
                 self._log(f"input: {exc}; retrying (attempt {attempt + 1})")
                 if self.stop.wait(self.backoff.delay(attempt, retry_after=exc.retry_after)):
                     raise Stopped() from exc
@@ -205,9 +299,8 @@ class Pipeline:
     ) -> None:
         if job is None:
             return
-        self.stats.add(read=job.read)
         if batch:
-            job.parts.append(self._submit(pool, batch))
+            self._queue_batch(pool, job, batch)
         self._put(job)
 
     def _submit(self, pool: ThreadPoolExecutor, batch: list[InputRecord]) -> Future[Result]:
@@ -233,46 +326,21 @@ class Pipeline:
     def _check_running(self) -> None:
         if self._writer_error is not None or self._writer_done.is_set():
             raise Stopped()
-        if self.stop.is_set():
+        if self._halt.is_set():
             raise Stopped()
 
     # -- model calls (worker threads) ------------------------------------------------
 
     def _predict(self, batch: list[InputRecord]) -> Result:
         try:
-            outcomes = self._call(batch)
-        except BatchRejected as exc:
-            if len(batch) == 1:
-                return [_failed(batch, f"rejected: {exc}")]
-            # Isolate poison records: one request per record.
-            return [part for record in batch for part in self._predict([record])]
-        except TransientError as exc:
-            return [_failed(batch, f"gave up after {self.tuning.max_attempts} attempts: {exc}")]
-        if len(outcomes) != len(batch):
-            raise RuntimeError(
-                f"model client returned {len(outcomes)} outcomes for {len(batch)} records"
-            )
-        try:
-            return [(batch, Outcomes.of(outcomes))]
-        except TypeError as exc:
-            raise RuntimeError(f"model client: {exc}") from None
-
-    def _call(self, batch: list[InputRecord]) -> Sequence[Outcome]:
-        assert self.backoff is not None
-
-        def attempt() -> Sequence[Outcome]:
-            if self.stop.is_set():
-                raise Stopped()
-            if self._limiter is not None:
-                self._limiter.acquire(self.stop)
-            return self.client.predict(batch)
-
-        return call_with_retry(
-            attempt,
-            backoff=self.backoff,
-            stop=self.stop,
-            on_retry=lambda _: self.stats.add(retried=1),
-        )
+            return self._calls.predict(batch)
+        except Stopped:
+            raise
+        except BaseException as exc:  # the run cannot go on: stop the other workers' retries now
+            if self._fatal is None:
+                self._fatal = exc
+            self._halt.failed.set()
+            raise
 
     # -- writing (writer thread) -----------------------------------------------------
 
@@ -282,6 +350,7 @@ class Pipeline:
                 self._commit(job, progress, always_errors=job.index == first)
         except BaseException as exc:  # handed to the main thread, which re-raises it
             self._writer_error = exc
+            self._halt.failed.set()
         finally:
             self._writer_done.set()
             self._drain()
@@ -295,50 +364,80 @@ class Pipeline:
                 return
 
     def _commit(self, job: _ChunkJob, progress: Progress, *, always_errors: bool) -> None:
+        """Write the chunk (errors first), count it, then judge the budget: the chunk that
+        crosses it is committed, so its failed records are in the error output."""
         outputs, errors = _split(part for future in job.parts for part in future.result())
         if job.unreadable:  # queued as they were read, ahead of the batch before them
             errors.sort(key=lambda error: error.position)
-        self._check_budget(errors, len(outputs) + len(errors))
         if self.stop.is_set():
             raise Stopped()
         if errors or always_errors:
             self._write(self.error_sink, job.index, errors)
-        self._write(self.sink, job.index, outputs)
-        self.stats.add(written=len(outputs), failed=len(errors), chunks=1)
-        progress.add(len(outputs) + len(errors))
+        refused = self._write(self.sink, job.index, outputs)
+        if refused:  # predictions no JSON can hold: per-record errors, written first
+            gone = {record.position for record in refused}
+            outputs = [record for record in outputs if record.position not in gone]
+            errors = sorted([*errors, *refused], key=lambda error: error.position)
+            self._write(self.error_sink, job.index, errors)
+            self._write(self.sink, job.index, outputs)
+        done = len(outputs) + len(errors)
+        self.stats.add(read=done, written=len(outputs), failed=len(errors), chunks=1)
+        progress.add(done)
+        self._check_budget(errors)
 
     def _write(
-        self, sink: Sink, index: int, records: list[OutputRecord] | list[ErrorRecord]
-    ) -> None:
+        self, sink: Sink, index: int, records: Sequence[OutputRecord | ErrorRecord]
+    ) -> list[ErrorRecord]:
+        """Write one chunk. If the sink refuses it, and it holds values JSON cannot carry as
+        they are, write it as formats.json_records makes it; but return, unwritten, the
+        output records whose prediction is no JSON value, as error records."""
+        try:
+            self._retrying(lambda: sink.write_chunk(index, records))
+            return []
+        except (Stopped, TransientError):
+            raise
+        except Exception:
+            carried = json_records(records)
+            if carried is None:
+                raise  # nothing JSON could not carry: the sink's own error
+        safe, refused = carried
+        if not refused:
+            self._retrying(lambda: sink.write_chunk(index, safe))
+        return refused
+
+    def _retrying(self, fn: Callable[[], T]) -> T:
+        """`fn()` (a sink call), retried on TransientError; each retry counts in the summary."""
         assert self.backoff is not None
-        call_with_retry(
-            lambda: sink.write_chunk(index, records),
-            backoff=self.backoff,
-            stop=self.stop,
+        return call_with_retry(
+            fn, backoff=self.backoff, stop=self.stop, on_retry=lambda _: self.stats.add(retried=1)
         )
 
-    def _check_budget(self, new_errors: list[ErrorRecord], new_done: int) -> None:
-        t = self.tuning
+    def _check_budget(self, errors: list[ErrorRecord], *, final: bool = False) -> None:
+        """Raise BudgetExceeded when the committed chunks' failures are over budget
+        (runners/budget.py); `errors` are the last chunk's, `final` says every record is done."""
         with self.stats.lock:
-            failed = self.stats.failed + len(new_errors)
-            done = self.stats.written + self.stats.failed + new_done
-        if failed <= t.max_failed_records:
-            return
-        if t.max_failed_ratio is not None and failed / max(done, 1) <= t.max_failed_ratio:
-            return
-        limit = f"maxFailedRecords={t.max_failed_records}"
-        if t.max_failed_ratio is not None:
-            limit += f" and maxFailedRatio={t.max_failed_ratio}"
-        last = f"; last: {new_errors[-1].reason[:300]}" if new_errors else ""
-        raise BudgetExceeded(
-            f"error budget exceeded: {failed} failed records of {done} ({limit}){last}"
-        )
+            failed, done = self.stats.failed, self.stats.written + self.stats.failed
+        progress = self._progress
+        total = None if progress is None else progress.total
+        excess = self._budget.excess(failed, done, total=total, final=final)
+        if excess and total is None and not final and progress is not None:
+            # The input's total, still being counted, may show them within budget.
+            while not progress.counted.wait(_POLL):
+                if self._halt.is_set():
+                    raise Stopped()
+            excess = self._budget.excess(failed, done, total=progress.total, final=final)
+        if excess:
+            last = f"; last: {errors[-1].reason[:300]}" if errors else ""
+            raise BudgetExceeded(excess + last)
 
     def _finish(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
         if self._writer_error is not None:
             raise self._writer_error
         if self.stop.is_set():
             raise Stopped()
+        self._check_budget([], final=True)
         summary = {
             "recordsWritten": self.stats.written,
             "recordsFailed": self.stats.failed,
@@ -386,5 +485,6 @@ def _split(parts: Iterable[Part]) -> tuple[list[OutputRecord], list[ErrorRecord]
             if failure is None:
                 outputs.append(OutputRecord(r.id, r.position, r.data, value))
             else:
-                errors.append(ErrorRecord(r.id, r.position, r.data, failure.reason))
+                # A reason may quote a server that echoed a Secret (a refused key): not kept.
+                errors.append(ErrorRecord(r.id, r.position, r.data, redact(failure.reason)))
     return outputs, errors

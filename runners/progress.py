@@ -1,17 +1,22 @@
 """Progress lines on stderr: records done, rate and ETA, every `progressIntervalSeconds`.
 
 A background thread wakes on a timer rather than on chunk boundaries, so a run
-whose chunks take minutes still says it is alive. One line per report, plain
-`key=value` text, so `kubectl logs` stays greppable.
+whose chunks take minutes still says it is alive. One line per report, one short JSON
+object `{"longrunProgress": {...}}` (contracts.run.ProgressReport): the controller reads
+the last one from the pod's log into the run's `status.progress` (the pod holds no API
+credentials to write it), `longrun run` draws it as a bar, and `kubectl logs` greps it.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
+
+from contracts.run import PROGRESS_KEY
 
 # The input's record count: known, unknown (None), or a function that counts it.
 Total = int | None | Callable[[], int | None]
@@ -34,8 +39,10 @@ class Progress:
         done_before: int = 0,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        counts: Callable[[], tuple[int, int, int]] | None = None,
     ) -> None:
         self.interval = interval
+        self._counts = counts  # whole-run (read, written, failed), when the caller has them
         self.total = None if callable(total) else total
         self._count = total if callable(total) else None
         self.counted = threading.Event()  # set once a total function returned or raised
@@ -66,6 +73,23 @@ class Progress:
             text += f" total={total} eta={eta}"
         return text
 
+    def report(self) -> str:
+        """The current progress as the JSON line the controller and `longrun run` read."""
+        elapsed = max(self._clock() - self._started, 1e-9)
+        with self._lock:
+            done, total = self.done, self.total
+        read, written, failed = (
+            self._counts() if self._counts else (self.done_before + done,) * 2 + (0,)
+        )
+        rate = done / elapsed
+        fields: dict[str, float] = {"read": read, "written": written, "failed": failed}
+        fields["rate"] = round(rate, 1)
+        if total is not None:
+            fields["total"] = total
+            if rate > 0:
+                fields["eta"] = round(max(total - written - failed, 0) / rate)
+        return json.dumps({PROGRESS_KEY: fields}, separators=(",", ":"))
+
     def start(self) -> None:
         """Start reporting in the background (and counting the total, if it is a function)."""
         if self._count is not None:
@@ -93,4 +117,4 @@ class Progress:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            print(self.line(), file=self._stream or sys.stderr, flush=True)
+            print(self.report(), file=self._stream or sys.stderr, flush=True)

@@ -8,6 +8,11 @@ spreads them out. A server's Retry-After wins over our own guess, capped by
 
 Every wait goes through `stop.wait()`, so SIGTERM interrupts a sleeping retry.
 
+How many attempts a failure allows may depend on what failed and on what is known of the
+server (`call_with_retry(attempts=...)`): a server that never answered gets
+`FIRST_CONTACT_ATTEMPTS` (a model that is down, or a wrong address, fails in seconds rather
+than minutes), one that answered before gets `maxAttempts` (it may be restarting).
+
 `RequestPolicy` is the same machinery for a client that sends one request per record
 within a batch (openai-chat, completions against llama.cpp): it retries and paces each
 request, so that one 503 does not make the pipeline re-send the whole batch, records
@@ -22,10 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from contracts.config import RunnerTuning
-from runners.api import TransientError
+from runners.api import BatchRejected, TransientError
 
 T = TypeVar("T")
 
@@ -50,6 +55,28 @@ def retry_after(value: str | None, *, now: float | None = None) -> float | None:
 
 class Stopped(Exception):
     """The run is stopping (SIGTERM): abandon the current work without committing it."""
+
+
+class ServerFault(TransientError):
+    """The server failed inside while handling the request (HTTP 500, gRPC INTERNAL/UNKNOWN).
+
+    Retried like any TransientError; but unlike unavailability (connection errors, timeouts,
+    429, 502-504) it may be caused by a record of the batch, so when the attempts are spent
+    the pipeline bisects the batch to find it (see runners/pipeline.py).
+    """
+
+
+# Attempts for a request to a server that has not answered once yet: 4 attempts wait at most
+# 0.5 + 1 + 2 s with the default backoff (`initialBackoffSeconds` 0.5).
+FIRST_CONTACT_ATTEMPTS = 4
+
+
+class Waiter(Protocol):
+    """What a retry waits on: a threading.Event, or anything that is set when work must stop."""
+
+    def is_set(self) -> bool: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 # The contract's defaults, so that a Backoff() and a run without tuning retry alike.
@@ -82,20 +109,24 @@ def call_with_retry(
     fn: Callable[[], T],
     *,
     backoff: Backoff,
-    stop: threading.Event,
+    stop: Waiter,
     on_retry: Callable[[TransientError], None] | None = None,
+    attempts: Callable[[TransientError], int] | None = None,
 ) -> T:
     """`fn()`, retried on TransientError up to `backoff.max_attempts` attempts in all.
 
-    The last TransientError propagates when attempts run out; Stopped is raised when
-    `stop` is set while waiting.
+    `attempts(error)`, when given, says instead how many attempts in all the error just raised
+    allows (asked after each failure, so it may change as the server is seen to answer). The
+    last TransientError propagates when attempts run out; Stopped is raised when `stop` is set
+    while waiting.
     """
     attempt = 1
     while True:
         try:
             return fn()
         except TransientError as exc:
-            if attempt >= backoff.max_attempts:
+            allowed = backoff.max_attempts if attempts is None else attempts(exc)
+            if attempt >= allowed:
                 raise
             if on_retry is not None:
                 on_retry(exc)
@@ -113,7 +144,7 @@ class RateLimiter:
         self._next = clock()
         self._lock = threading.Lock()
 
-    def acquire(self, stop: threading.Event) -> None:
+    def acquire(self, stop: Waiter) -> None:
         """Block until a request may start; raise Stopped if `stop` is set meanwhile."""
         with self._lock:
             now = self._clock()
@@ -123,13 +154,52 @@ class RateLimiter:
             raise Stopped()
 
 
+class Contact:
+    """Whether a server has answered once (thread-safe), and the attempts a failure allows.
+
+    Anything from the server itself counts as an answer: a result, a refusal (4xx) or an
+    internal error (500): the address is right and the server is up. Unavailability (a
+    connection refused, a timeout, 429, 502-504) does not.
+    """
+
+    def __init__(self, *, answered: bool = False) -> None:
+        self._answered = threading.Event()
+        if answered:
+            self._answered.set()
+
+    @property
+    def answered(self) -> bool:
+        """Whether the server has answered once."""
+        return self._answered.is_set()
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """`fn()` (one request), noting whether the server answered it."""
+        try:
+            result = fn()
+        except (BatchRejected, ServerFault):
+            self._answered.set()
+            raise
+        self._answered.set()
+        return result
+
+    def attempts(self, backoff: Backoff) -> int:
+        """Attempts in all for a request: `FIRST_CONTACT_ATTEMPTS` until the first answer."""
+        if self.answered:
+            return backoff.max_attempts
+        return min(backoff.max_attempts, FIRST_CONTACT_ATTEMPTS)
+
+
 @dataclass(frozen=True)
 class RequestPolicy:
-    """Retries with backoff and an optional rate limit, applied to one request at a time."""
+    """Retries with backoff and an optional rate limit, applied to one request at a time.
+
+    Until the server has answered once, a request gets `FIRST_CONTACT_ATTEMPTS` at most.
+    """
 
     backoff: Backoff = field(default_factory=Backoff)
     limiter: RateLimiter | None = None
     stop: threading.Event = field(default_factory=threading.Event)
+    contact: Contact = field(default_factory=Contact)
 
     @classmethod
     def from_tuning(
@@ -146,6 +216,11 @@ class RequestPolicy:
         def attempt() -> T:
             if self.limiter is not None:
                 self.limiter.acquire(self.stop)
-            return fn()
+            return self.contact.call(fn)
 
-        return call_with_retry(attempt, backoff=self.backoff, stop=self.stop)
+        return call_with_retry(
+            attempt,
+            backoff=self.backoff,
+            stop=self.stop,
+            attempts=lambda _: self.contact.attempts(self.backoff),
+        )

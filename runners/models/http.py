@@ -9,7 +9,8 @@ server, on a busy 2-core VM: http.client ~300 us, urllib3 ~450 us, a requests ad
 
 Rules the clients rely on (they never retry themselves; the pipeline does):
 - connection errors, timeouts, 408, 429 and 5xx raise TransientError, with `retry_after` from a
-  Retry-After header (seconds or an HTTP date);
+  Retry-After header (seconds or an HTTP date); a 500 raises its ServerFault kind (the server
+  failed inside: perhaps on a record, which the pipeline then looks for);
 - 401, 403 and 404, and a TLS certificate we do not trust, raise ConfigError: they blame the
   endpoint or its credentials, so the run stops (exit 2) with a hint instead of failing every
   record one request at a time;
@@ -38,7 +39,8 @@ from urllib.parse import urlsplit
 from contracts.model import ModelEndpoint
 from runners.api import BatchRejected, ConfigError, RunContext, TransientError
 from runners.models.common import auth_header
-from runners.retry import retry_after
+from runners.netguard import NO_GUARD, Guard
+from runners.retry import ServerFault, retry_after
 from runners.tls import ssl_context
 
 REASON_LIMIT = 200
@@ -60,6 +62,10 @@ class HttpUnavailable(TransientError):
     def __init__(self, message: str, *, status: int, retry_after: float | None) -> None:
         super().__init__(message, retry_after=retry_after)
         self.status = status
+
+
+class HttpServerError(HttpUnavailable, ServerFault):
+    """HTTP 500: the server failed inside, perhaps on one record of the batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +121,12 @@ def _parse_target(url: str) -> _Target:
 class ConnectionPool:
     """One kept-alive `http.client` connection per thread and host (the default Transport)."""
 
-    def __init__(self, *, timeout: float, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, *, timeout: float, tls: ssl.SSLContext | None = None, guard: Guard = NO_GUARD
+    ) -> None:
         self._timeout = timeout
         self._tls = tls
+        self._guard = guard  # every new connection resolves and connects through it
         self._local = threading.local()
         self._lock = threading.Lock()
         self._all: list[http.client.HTTPConnection] = []
@@ -181,8 +190,9 @@ class ConnectionPool:
         scheme, host, port, proxy = key
         address = proxy or (host, port)
         if scheme != "https":
-            return http.client.HTTPConnection(*address, timeout=self._timeout)
+            return self._guard.attach(http.client.HTTPConnection(*address, timeout=self._timeout))
         conn = http.client.HTTPSConnection(*address, timeout=self._timeout, context=self._tls)
+        self._guard.attach(conn)
         if proxy is not None:
             conn.set_tunnel(host, port)
         return conn
@@ -246,7 +256,8 @@ def check_status(response: HttpResponse, *, what: str) -> None:
         reason += f": {detail}"
     if status in (408, 429) or status >= 500:
         wait = retry_after(response.headers.get("retry-after"))
-        raise HttpUnavailable(reason, status=status, retry_after=wait)
+        kind = HttpServerError if status == 500 else HttpUnavailable
+        raise kind(reason, status=status, retry_after=wait)
     if status in ENDPOINT_HINTS:
         raise ConfigError(f"{reason} ({ENDPOINT_HINTS[status]})")
     if 300 <= status < 400:
@@ -288,7 +299,9 @@ class HttpClient:
         base = with_scheme(endpoint.url)
         https = base.startswith("https://")
         tls = ssl_context(endpoint.tls, ctx, field="model.tls.caSecretRef") if https else None
-        self.transport = transport or ConnectionPool(timeout=endpoint.timeout_seconds, tls=tls)
+        self.transport = transport or ConnectionPool(
+            timeout=endpoint.timeout_seconds, tls=tls, guard=Guard.of(ctx)
+        )
         self.headers = {
             "Content-Type": "application/json",
             "Accept": "application/json",

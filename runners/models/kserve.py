@@ -1,7 +1,7 @@
 """KServe v1 and Open Inference Protocol (KServe v2 / Triton / MLServer) REST clients.
 
 One request per batch: the batch's good records become the rows of one tensor (v2) or the
-`instances` list (v1); records that cannot become rows fail on their own (see common.py).
+`instances` list (v1); records that cannot become rows fail on their own (see rows.py).
 
 URLs: `url` is either the server's base URL or the full inference URL Krateo configs carry
 (`host/v2/models/NAME/infer`, often without a scheme). A full URL is used as it is, so the
@@ -28,11 +28,7 @@ from typing import Any
 from contracts.model import ModelEndpoint
 from runners.api import InputRecord, RunContext, TransientError
 from runners.models import tensors
-from runners.models.common import (
-    DEFAULT_DATATYPE,
-    DEFAULT_INPUT_NAME,
-    Rows,
-)
+from runners.models.common import DEFAULT_DATATYPE, DEFAULT_INPUT_NAME
 from runners.models.http import (
     HttpClient,
     HttpResponse,
@@ -41,6 +37,7 @@ from runners.models.http import (
     parse_json,
     with_scheme,
 )
+from runners.models.rows import InputFields, Rows
 from runners.outcomes import Outcomes
 
 _V1_PATH = re.compile(r"/v1/models/[^/]+:predict$")
@@ -71,12 +68,14 @@ class KServeV1Client:
     ) -> None:
         base, full = _split_url(endpoint.url, _V1_PATH)
         self.url = full or f"{base}/v1/models/{endpoint.name}:predict"
-        self._fields = endpoint.input_fields
-        self._id_field = ctx.id_field  # not a model input unless named in inputFields
+        self._fields = InputFields(endpoint, ctx)
         self._http = HttpClient(endpoint, ctx, transport=transport)
 
     def predict(self, records: Sequence[InputRecord]) -> Outcomes:
-        rows = Rows(records, fields=self._fields, datatype=None, exclude=self._id_field)
+        f = self._fields
+        rows = Rows(
+            records, fields=f.named, order=f.order(records), datatype=None, exclude=f.exclude
+        )
         if not rows.count:
             return rows.predicted([])
         body = json_body({"instances": rows.rows})
@@ -110,8 +109,7 @@ class KServeV2Client:
         self._input = endpoint.input_name or DEFAULT_INPUT_NAME
         self._datatype = endpoint.input_datatype or DEFAULT_DATATYPE
         self._outputs = endpoint.output_names
-        self._fields = endpoint.input_fields
-        self._id_field = ctx.id_field  # not a model input unless named in inputFields
+        self._fields = InputFields(endpoint, ctx)
         self._binary = endpoint.binary_data
         self._probe_lock = threading.Lock()
         self._ids = itertools.count()
@@ -119,14 +117,17 @@ class KServeV2Client:
         self._http = HttpClient(endpoint, ctx, transport=transport)
 
     def predict(self, records: Sequence[InputRecord]) -> Outcomes:
-        fields, datatype, exclude = self._fields, self._datatype, self._id_field
+        f, datatype = self._fields, self._datatype
+        named, order, exclude = f.named, f.order(records), f.exclude
         if self._uses_binary():
-            rows, raw = Rows.packed(records, fields=fields, datatype=datatype, exclude=exclude)
+            rows, raw = Rows.packed(
+                records, fields=named, order=order, datatype=datatype, exclude=exclude
+            )
             if not rows.count:
                 return rows.predicted([])
             response = self._send_binary(rows, raw)
         else:
-            rows = Rows(records, fields=fields, datatype=datatype, exclude=exclude)
+            rows = Rows(records, fields=named, order=order, datatype=datatype, exclude=exclude)
             if not rows.count:
                 return rows.predicted([])
             response = self._send_json(rows)

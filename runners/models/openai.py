@@ -43,7 +43,6 @@ from runners.api import (
     RunContext,
     TransientError,
 )
-from runners.models.common import Batch, RowError
 from runners.models.http import (
     HttpClient,
     HttpRejected,
@@ -52,6 +51,7 @@ from runners.models.http import (
     json_body,
     with_scheme,
 )
+from runners.models.rows import Batch, RowError
 from runners.outcomes import Outcomes
 from runners.retry import RequestPolicy
 

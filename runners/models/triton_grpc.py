@@ -34,13 +34,11 @@ from runners.api import (
     TransientError,
 )
 from runners.models import tensors
-from runners.models.common import (
-    DEFAULT_DATATYPE,
-    DEFAULT_INPUT_NAME,
-    Rows,
-    auth_header,
-)
+from runners.models.common import DEFAULT_DATATYPE, DEFAULT_INPUT_NAME, auth_header
+from runners.models.rows import InputFields, Rows
+from runners.netguard import Guard
 from runners.outcomes import Outcomes
+from runners.retry import ServerFault
 from runners.tls import ca_file, is_insecure
 
 INFER_METHOD = "/inference.GRPCInferenceService/ModelInfer"
@@ -66,6 +64,8 @@ TRANSIENT_CODES = frozenset(
         grpc.StatusCode.UNKNOWN,
     }
 )
+# Of those, the server failed inside (like HTTP 500): perhaps on a record (a ServerFault).
+SERVER_FAULT_CODES = frozenset({grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
 _CONTENTS = {
     "BOOL": "bool_contents",
     "INT8": "int_contents",
@@ -94,6 +94,8 @@ def grpc_target(url: str) -> tuple[str, bool]:
 def open_channel(endpoint: ModelEndpoint, ctx: RunContext) -> grpc.Channel:
     """An insecure or TLS channel to the endpoint, with tritonclient's message size limits."""
     target, tls_scheme = grpc_target(endpoint.url)
+    # Checked once, here: gRPC resolves the name again itself (runners/netguard.py).
+    Guard.of(ctx).check_authority(target, default_port=443)
     if is_insecure(endpoint.tls):
         raise ConfigError(
             "model.tls.insecureSkipVerify: gRPC cannot skip certificate verification; "
@@ -131,15 +133,19 @@ class TritonGrpcClient:
         self._input = endpoint.input_name or DEFAULT_INPUT_NAME
         self._datatype = endpoint.input_datatype or DEFAULT_DATATYPE
         self._outputs = endpoint.output_names or []
-        self._fields = endpoint.input_fields
-        self._id_field = ctx.id_field  # not a model input unless named in inputFields
+        self._fields = InputFields(endpoint, ctx)
         self._timeout = endpoint.timeout_seconds
         self._ids = itertools.count()
         self._heads: dict[tuple[int, int], bytes] = {}
 
     def predict(self, records: Sequence[InputRecord]) -> Outcomes:
+        f = self._fields
         rows, raw = Rows.packed(
-            records, fields=self._fields, datatype=self._datatype, exclude=self._id_field
+            records,
+            fields=f.named,
+            order=f.order(records),
+            datatype=self._datatype,
+            exclude=f.exclude,
         )
         if not rows.count:
             return rows.predicted([])
@@ -180,6 +186,8 @@ class TritonGrpcClient:
             code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
             reason = f"triton-grpc ModelInfer: {code.name}: {details}"[:300]
+            if code in SERVER_FAULT_CODES:
+                raise ServerFault(reason) from None
             if code in TRANSIENT_CODES:
                 raise TransientError(reason) from None
             if code in ENDPOINT_CODES:

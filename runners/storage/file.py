@@ -8,10 +8,15 @@ Atomicity rests on POSIX rename: a chunk is written to a hidden temporary file
 in the same directory, fsync'ed, renamed into place, and the directory is
 fsync'ed, so a reader (or a restarted pod) sees the whole chunk or nothing.
 Writing an existing chunk again replaces it with identical content.
+
+A directory belongs to one run and Job: the first sink claims it with a `_RUN`
+marker (runners/storage/owners.py); another run's sink is refused, so every part
+file a sink lists is its own run's.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -31,6 +36,7 @@ from runners.api import (
     StorageBackend,
 )
 from runners.formats import count_records, encode_chunk, guess_format, make_record, parse_rows
+from runners.storage.owners import MARKER, Owner, refusal
 
 MANIFEST = "_SUCCESS"
 _TMP_PREFIX = ".tmp-"
@@ -110,6 +116,7 @@ class FileSink(Sink):
         except OSError as exc:
             raise ConfigError(f"path: cannot create {self.dir}: {exc.strerror}") from None
         self._remove_temporaries()
+        self._claim(Owner.of(ctx, role))
 
     def chunk_path(self, index: int) -> Path:
         """Where chunk `index` lives."""
@@ -152,17 +159,62 @@ class FileSink(Sink):
 
     def _atomic_write(self, target: Path, data: bytes) -> None:
         tmp = self.dir / f"{_TMP_PREFIX}{target.name}.{os.getpid()}"
-        with tmp.open("wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_synced(tmp, data)
         os.replace(tmp, target)
+        _fsync_dir(self.dir)
+
+    def _claim(self, mine: Owner) -> None:
+        """Make the directory this run's, or refuse it (runners/storage/owners.py)."""
+        marker = self.dir / MARKER
+        if not marker.exists():
+            free, earlier = self._earlier_owner()
+            if not free and earlier != mine:
+                raise refusal(self.location, earlier, field="path")
+            try:
+                self._create(marker, mine.to_json())
+                return
+            except FileExistsError:
+                pass  # another sink claimed it first: whose is it?
+        holder = Owner.from_json(marker.read_bytes())
+        if holder != mine:
+            raise refusal(self.location, holder, field="path")
+
+    def _earlier_owner(self) -> tuple[bool, Owner | None]:
+        """(free, owner) of a directory without a marker: an older longrun's output names its
+        run in `_SUCCESS`; part files without one belong to nobody known."""
+        manifest = self.dir / MANIFEST
+        if manifest.exists():
+            return False, Owner.from_json(manifest.read_bytes())
+        return not any(self.dir.glob("part-*")), None
+
+    def _create(self, target: Path, data: bytes) -> None:
+        """Write `target` whole, only if absent (FileExistsError otherwise)."""
+        tmp = self.dir / f"{_TMP_PREFIX}{target.name}.{os.getpid()}"
+        _write_synced(tmp, data)
+        try:
+            os.link(tmp, target)  # atomic create-if-absent, content complete
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.ENOSYS, errno.EXDEV):
+                raise
+            with target.open("xb") as handle:  # a filesystem without hard links
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        finally:
+            tmp.unlink(missing_ok=True)
         _fsync_dir(self.dir)
 
     def _remove_temporaries(self) -> None:
         # Left by a killed pod: never visible as chunks, safe to delete.
         for path in self.dir.glob(f"{_TMP_PREFIX}*"):
             path.unlink(missing_ok=True)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with path.open("wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _fsync_dir(path: Path) -> None:

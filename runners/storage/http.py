@@ -6,10 +6,15 @@ Output payload, one request per chunk:
 output). The completion manifest is one more request with `"complete": true`
 and key `<runUid>-<jobName>-complete`.
 
-Committed-chunk discovery is not possible over a generic HTTP API, so
-`committed()` is empty and a restarted pod sends its chunks again: a receiver
-MUST de-duplicate by (jobId, jobName, chunk), e.g. by upserting on that key or
-honouring Idempotency-Key. That is what makes HTTP output exactly-once.
+A generic HTTP API cannot be listed. With `committedUrl` set, the sink asks the
+receiver which chunks it holds (GET with jobId, jobName and role; see
+runners/storage/receipts.py) and a restarted pod resumes after them. Without it
+`committed()` is empty and a restarted pod sends its chunks again. Either way a
+receiver MUST de-duplicate by (jobId, jobName, chunk), e.g. by upserting on that
+key or honouring Idempotency-Key: a pod killed after the receiver stored a chunk
+and before the runner learnt it sends that chunk again. That is what makes HTTP
+output exactly-once; the bodies carry the run UID and Job name, so runs share a
+receiver side by side.
 
 TLS: `tls.caSecretRef` names a mounted CA bundle, checked when the backend opens; a
 server certificate it does not verify stops the run with exit 2 (runners/httpio.py).
@@ -39,7 +44,9 @@ from runners.api import (
 )
 from runners.formats import jsonable, output_row, record_id
 from runners.httpio import dig, json_body, new_session, send
+from runners.netguard import Guard
 from runners.secrets import read_secret
+from runners.storage.receipts import held_chunks
 from runners.tls import verify
 
 TLS_HINT = "set tls.caSecretRef to the CA that signed it"
@@ -58,7 +65,8 @@ class HttpBackend(StorageBackend):
 
 
 def make_session(settings: HttpStorage, ctx: RunContext) -> requests.Session:
-    """A session with the settings' headers, API key and TLS options."""
+    """A session with the settings' headers, API key and TLS options, that sends only to the
+    origins of `url` and `committedUrl` (runners/httpio.py) through the run's network guard."""
     headers = dict(settings.headers)
     if settings.auth is not None:
         ref = settings.auth.secret_ref
@@ -67,7 +75,13 @@ def make_session(settings: HttpStorage, ctx: RunContext) -> requests.Session:
             headers["Authorization"] = f"Bearer {key}"
         else:
             headers["X-API-Key"] = key
-    return new_session(headers, verify=verify(settings.tls, ctx, field="tls.caSecretRef"))
+    return new_session(
+        headers,
+        verify=verify(settings.tls, ctx, field="tls.caSecretRef"),
+        origins=[u for u in (settings.url, settings.committed_url) if u],
+        field="url",
+        guard=Guard.of(ctx),
+    )
 
 
 class HttpSource(Source):
@@ -186,8 +200,30 @@ class HttpSink(Sink):
         return f"{self.ctx.run_uid}-{self.ctx.job_name}-{chunk}{suffix}"
 
     def committed(self) -> set[int]:
-        """Always empty: an HTTP API cannot tell which chunks it holds (see module doc)."""
-        return set()
+        """The chunks the receiver holds for this run (`committedUrl`), else none (module doc)."""
+        return set(self._held())
+
+    def committed_records(self, chunks: set[int]) -> int:
+        """Records the receiver holds in `chunks`, as it says (0 without `committedUrl`)."""
+        return sum(count for chunk, count in self._held().items() if chunk in chunks)
+
+    def _held(self) -> dict[int, int]:
+        url = self.settings.committed_url
+        if url is None:
+            return {}
+        query = {"jobId": self.ctx.run_uid, "jobName": self.ctx.job_name, "role": self.role}
+        response = send(
+            self.session,
+            "GET",
+            url,
+            field="committedUrl",
+            timeout=self.settings.timeout_seconds,
+            tls_hint=TLS_HINT,
+            params=query,
+        )
+        answer = json_body(response, field="committedUrl")
+        chunks = answer.get("chunks") if isinstance(answer, dict) else None
+        return held_chunks(chunks, field="committedUrl")
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """POST chunk `index`."""
@@ -214,6 +250,7 @@ class HttpSink(Sink):
             tls_hint=TLS_HINT,
             json=payload,
             headers={"Idempotency-Key": self.idempotency_key(key)},
+            quote=False,
         )
         response.close()
 

@@ -18,16 +18,25 @@ Krateo always sends the parameters. Records are the response's `result` field or
 response itself when it is a list (a `result` holding a JSON string is decoded too). The API
 answers in one response, so a resumed run skips the committed records client-side.
 
-Output, one request per chunk with at least one record: `verb` to `server-url + path` with a
+Output, one request per chunk with at least one record (every chunk with `committedPath`, see
+below): `verb` to `server-url + path` with a
 JSON object whose values are all strings: the run parameters, then `job_uid` (the run UID),
 `pod_uid` (env `POD_UID`) and `predictions` (the chunk's prediction values,
 JSON-encoded, in record order) as Krateo's runners send them, plus `ids` (the records' ids,
 JSON-encoded, same order), `job_name` and `chunk` (the chunk index) so that a receiver can
 de-duplicate by (job_uid, job_name, chunk); the header `Idempotency-Key:
 <runUid>-<jobName>-<chunk>` says the same. Our keys win over parameters of the same name.
-`committed()` cannot ask the endpoint, so a restarted pod sends its chunks again. There is no
-completion request (Krateo sends none, and a notebook would take it for more predictions): the
-run's status says when it is complete.
+There is no completion request (Krateo sends none, and a notebook would take it for more
+predictions): the run's status says when it is complete.
+
+Resume: with `committedPath` set, the sink asks that path of the endpoint (a notebook that
+reads what the output notebook stored) which chunks it holds: `verb` with the run parameters,
+`job_uid`, `job_name` and `role` (strings, like every body), answered with `result`, a list of
+`{"chunk": n, "records": n}` (or of indexes; JSON text is decoded, as for input; see
+runners/storage/receipts.py), and a restarted pod resumes after them; so that it can say so
+for every chunk, such an endpoint also gets the chunks that hold no record (`predictions` and
+`ids` are then `[]`). Without it the endpoint cannot be asked, a chunk with no record sends no
+request, and a restarted pod sends its chunks again from chunk 0.
 
 Failed records: an explicit `errors: {krateo: ...}` storage gets the same body with `errors`
 (JSON-encoded `{id, position, input, reason}` objects) instead of `predictions` and `ids`.
@@ -64,7 +73,10 @@ from runners.api import (
     StorageBackend,
 )
 from runners.formats import jsonable, output_row, record_id
-from runners.httpio import json_body, new_session, send
+from runners.httpio import checked_secret_url, json_body, new_session, send
+from runners.netguard import Guard
+from runners.redact import remember
+from runners.storage.receipts import held_chunks
 from runners.tls import check_pem
 
 _TIMEOUT = 300.0
@@ -103,16 +115,31 @@ class Endpoint:
                 f"api.endpointRef: Secret {self.api.endpoint_ref.name!r} key 'server-url' is not "
                 f"mounted at {self.dir}; create the endpoint Secret in the run's namespace"
             )
-        self.url = server.rstrip("/") + "/" + self.api.path.lstrip("/")
+        name = self.api.endpoint_ref.name
+        where = f"api.endpointRef: Secret {name!r} key 'server-url'"
+        hint = "put them in the Secret's keys username and password (or token)"
+        self.server = checked_secret_url(server, field=where, hint=hint).rstrip("/")
+        self.url = self.at(self.api.path)
         self._ca_file: str | None = None
-        self.session = new_session(self._headers(), verify=self._verify())
+        self.session = new_session(
+            self._headers(),
+            verify=self._verify(),
+            origins=[self.server],
+            field="api.endpointRef server-url",
+            guard=Guard.of(ctx),
+        )
         username, password = self._key("username"), self._key("password")
         if username is not None and password is not None:
             self.session.auth = (username, password)
 
+    def at(self, path: str) -> str:
+        """The URL of `path` on the endpoint's server."""
+        return self.server + "/" + path.lstrip("/")
+
     def _key(self, key: str) -> str | None:
         path = self.dir / key
-        return path.read_text().strip() if path.is_file() else None
+        # A Secret's value: never shown (runners/redact.py); server-url least of all.
+        return remember(path.read_text().strip()) if path.is_file() else None
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -143,18 +170,28 @@ class Endpoint:
             handle.write(pem)
         return self._ca_file
 
-    def call(self, body: Any, *, headers: dict[str, str] | None = None) -> requests.Response:
-        """One request with the API's verb to the API's URL."""
+    def call(
+        self,
+        body: Any,
+        *,
+        headers: dict[str, str] | None = None,
+        path: str | None = None,
+        field: str = "api.path",
+        quote: bool = True,
+    ) -> requests.Response:
+        """One request with the API's verb to the API's URL (or to `path` of the endpoint);
+        `quote=False` when it carries records (runners/httpio.py)."""
         data = body if isinstance(body, str) else json.dumps(body, default=jsonable)
         return send(
             self.session,
             self.api.verb,
-            self.url,
-            field="api.path",
+            self.url if path is None else self.at(path),
+            field=field,
             timeout=_TIMEOUT,
             tls_hint=_TLS_HINT,
             data=data.encode(),
             headers=headers,
+            quote=quote,
         )
 
     def close(self) -> None:
@@ -201,15 +238,21 @@ def _payload(text: str | None) -> dict[str, Any]:
 
 
 def _rows(payload: Any) -> list[Any]:
-    found = payload.get("result") if isinstance(payload, dict) else payload
-    if isinstance(found, str):
-        try:
-            found = json.loads(found)
-        except ValueError:
-            found = None
+    found = _result(payload)
     if isinstance(found, list):
         return found
     raise ConfigError("api.path: the response is neither a list nor an object with a list `result`")
+
+
+def _result(payload: Any) -> Any:
+    """A notebook's answer: its `result` (JSON text decoded), or the answer itself."""
+    found = payload.get("result") if isinstance(payload, dict) else payload
+    if isinstance(found, str):
+        try:
+            return json.loads(found)
+        except ValueError:
+            return None
+    return found
 
 
 class KrateoSink(Sink):
@@ -217,18 +260,38 @@ class KrateoSink(Sink):
 
     def __init__(self, settings: KrateoStorage, ctx: RunContext, *, role: str) -> None:
         self.endpoint = Endpoint(settings, ctx)
+        self.committed_path = settings.committed_path
         self.ctx = ctx
         self.role = role
-        self.location = self.endpoint.url
+        self.location = f"krateo endpoint {settings.api.endpoint_ref.name}: {settings.api.path}"
         self.pod_uid = os.environ.get("POD_UID", "")
 
     def committed(self) -> set[int]:
-        """Always empty: the endpoint cannot be asked (see module doc)."""
-        return set()
+        """The chunks `committedPath` says the endpoint holds, else none (see module doc)."""
+        return set(self._held())
+
+    def committed_records(self, chunks: set[int]) -> int:
+        """Records the endpoint holds in `chunks`, as `committedPath` says (else 0)."""
+        return sum(count for chunk, count in self._held().items() if chunk in chunks)
+
+    def _held(self) -> dict[int, int]:
+        if self.committed_path is None:
+            return {}
+        body = {
+            **self.ctx.parameters,
+            "job_uid": self.ctx.run_uid,
+            "job_name": self.ctx.job_name,
+            "role": self.role,
+        }
+        field = "committedPath"
+        response = self.endpoint.call(body, path=self.committed_path, field=field)
+        return held_chunks(_result(json_body(response, field=field)), field=field)
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
-        """Send one chunk of predictions (or failures, for the error role); none when empty."""
-        if not records:
+        """Send one chunk of predictions (or failures, for the error role). An empty chunk is
+        sent only to an endpoint that can say what it holds (`committedPath`): it is how that
+        endpoint learns the chunk is done."""
+        if not records and self.committed_path is None:
             return
         if self.role == "errors":
             fields = {"errors": _json([output_row(r) for r in records])}
@@ -247,7 +310,7 @@ class KrateoSink(Sink):
         }
         suffix = "-errors" if self.role == "errors" else ""
         key = f"{self.ctx.run_uid}-{self.ctx.job_name}-{index}{suffix}"
-        self.endpoint.call(body, headers={"Idempotency-Key": key}).close()
+        self.endpoint.call(body, headers={"Idempotency-Key": key}, quote=False).close()
 
     def finish(self, summary: Mapping[str, Any]) -> None:
         """Nothing to send: Krateo has no completion request (see module doc)."""

@@ -15,6 +15,13 @@ be replaced (see runners/pipeline.py).
 Each chunk object carries its record count as user metadata (`x-amz-meta-records`),
 so a restarted pod learns how many records the committed chunks hold with one
 HEAD per chunk instead of reading them (objects written without it are read).
+
+A prefix belongs to one run and Job: the first sink claims it with a `_RUN`
+object, PUT with `IfNoneMatch: *` and read back (runners/storage/owners.py);
+another run's sink is refused, so every part object a sink lists is its own
+run's. A store that ignores the condition lets the last PUT win: two runs
+starting in the same instant could each read its own marker back before the
+other's PUT lands, and such a store offers nothing to keep them apart.
 """
 
 from __future__ import annotations
@@ -54,7 +61,9 @@ from runners.formats import (
     make_record,
     parse_rows,
 )
+from runners.netguard import Guard, guard_boto_client
 from runners.secrets import read_secret
+from runners.storage.owners import MARKER, Owner, refusal
 from runners.tls import verify
 
 MANIFEST = "_SUCCESS"
@@ -103,7 +112,9 @@ def make_client(settings: S3Storage, ctx: RunContext) -> Any:
                 ctx, name=creds.name, key=creds.session_token_key, field=field
             )
     kwargs["verify"] = _verify(settings, ctx)
-    return boto3.session.Session().client("s3", **kwargs)
+    client = boto3.session.Session().client("s3", **kwargs)
+    guard_boto_client(client, Guard.of(ctx))  # every request's host (runners/netguard.py)
+    return client
 
 
 def _verify(settings: S3Storage, ctx: RunContext) -> bool | str | None:
@@ -192,6 +203,62 @@ class S3Sink(Sink):
         self.role = role
         self.client = make_client(settings, ctx)
         self.location = f"s3://{self.bucket}/{self.prefix}/"
+        try:
+            self._claim(Owner.of(ctx, role))
+        except BaseException:
+            self.client.close()
+            raise
+
+    def _claim(self, mine: Owner) -> None:
+        """Make the prefix this run's, or refuse it (runners/storage/owners.py)."""
+        key = f"{self.prefix}/{MARKER}"
+        marker = self._get(key)
+        if marker is None:
+            free, earlier = self._earlier_owner()
+            if not free and earlier != mine:
+                raise refusal(self.location, earlier, field="prefix")
+            self._put(key, mine.to_json(), IfNoneMatch="*")
+            marker = self._get(key) or b""  # read back: the condition may have been ignored
+        holder = Owner.from_json(marker)
+        if holder != mine:
+            raise refusal(self.location, holder, field="prefix")
+
+    def _earlier_owner(self) -> tuple[bool, Owner | None]:
+        """(free, owner) of a prefix without a marker: an older longrun's output names its run
+        in `_SUCCESS`; part objects without one belong to nobody known."""
+        manifest = self._get(f"{self.prefix}/{MANIFEST}")
+        if manifest is not None:
+            return False, Owner.from_json(manifest)
+        try:
+            listed = self.client.list_objects_v2(
+                Bucket=self.bucket, Prefix=f"{self.prefix}/part-", MaxKeys=1
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise _error(exc, what=f"listing {self.location}", field="prefix") from exc
+        return not listed.get("Contents"), None
+
+    def _get(self, key: str) -> bytes | None:
+        """An object's bytes, None when it does not exist."""
+        try:
+            obj = self.client.get_object(Bucket=self.bucket, Key=key)
+            with obj["Body"] as body:
+                return bytes(body.read())
+        except ClientError as exc:
+            if _status(exc) == 404:
+                return None
+            raise _error(exc, what=f"reading s3://{self.bucket}/{key}", field="prefix") from exc
+        except BotoCoreError as exc:
+            raise _error(exc, what=f"reading s3://{self.bucket}/{key}", field="prefix") from exc
+
+    def _put(self, key: str, body: bytes, **extra: Any) -> None:
+        """PUT an object; a 412 (it exists, `IfNoneMatch`) is left to the caller to read."""
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **extra)
+        except ClientError as exc:
+            if _status(exc) != 412:
+                raise _error(exc, what=f"writing {key}", field="prefix") from exc
+        except BotoCoreError as exc:
+            raise _error(exc, what=f"writing {key}", field="prefix") from exc
 
     def key(self, index: int) -> str:
         """The object key of chunk `index`."""
@@ -248,9 +315,10 @@ class S3Sink(Sink):
         with obj["Body"] as body:
             rows = decode_chunk(body.read(), fmt=self.fmt)
         if [str(r["id"]) for r in rows] != [r.id for r in records]:
-            raise RuntimeError(
-                f"s3://{self.bucket}/{self.key(index)} exists with other records: the output "
-                "prefix holds another run's output; use a new prefix"
+            raise ConfigError(
+                f"prefix: s3://{self.bucket}/{self.key(index)} exists with other records: "
+                "another run writes to this prefix, or the input changed since the chunk "
+                "was committed (ids must be the same on every read)"
             )
 
     def finish(self, summary: Mapping[str, Any]) -> None:

@@ -8,19 +8,35 @@ A record's id is its `idField` value, else (a table) its single-column primary
 key, which identifies a row better than its position does, else its position.
 
 Output: one transaction per chunk. It replaces the chunk's rows (delete by
-chunk, then upsert keyed by run UID, Job name and record id) and records the
-chunk in `<table>_chunks`, so a chunk is visible and listed as committed
-together or not at all, and writing it twice leaves one copy. The completion
-manifest is the row with chunk -1 in `<table>_chunks`.
+chunk, then upsert keyed by the table's primary key) and records the chunk in
+`<table>_chunks`, so a chunk is visible and listed as committed together or not
+at all, and writing it twice leaves one copy. The completion manifest is the row
+with chunk -1 in `<table>_chunks`. Every row carries the run UID and Job name,
+so runs and scheduled executions share a table side by side, and a run resumes
+only its own chunks.
 
 Columns of the output table: run_uid, job_name, record_id, position, chunk,
 prediction (JSON text; `reason` for the error table) and input (JSON text).
+Predictions are keyed by (run_uid, job_name, record_id): the pipeline admits an
+id once per run and at most 255 characters (runners/recordids.py), so no row
+ever replaces another run's or another record's. Failed records are keyed by
+(run_uid, job_name, position), with record_id as long as it came: a record
+refused for its id (too long, or a duplicate of a record that failed too) is
+still written.
+
+Errors: only what may pass is retried (a lost connection, a lock, a deadlock:
+`_transient`); anything else fails the same way every time, so it is a
+ConfigError (exit 2, not retried). Messages carry the driver's first line, never
+the statement or its parameters (the chunk's rows). An input only ever reads:
+the SQLite connections of a source set no journal mode, so a read-only file or
+volume is read as it is.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import sqlite3
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -40,10 +56,21 @@ from runners.api import (
     TransientError,
 )
 from runners.formats import jsonable, record_id
+from runners.netguard import Guard, guard_engine
 from runners.secrets import read_secret
 
 _YIELD_PER = 1000
 _MANIFEST_CHUNK = -1
+# PostgreSQL SQLSTATE classes worth retrying: connection, transaction rollback (serialization,
+# deadlock), insufficient resources, lock not available, operator intervention, system error,
+# and a unique violation: rows are upserted by their key, so only another pod of the Job
+# committing the same chunk (its mark in `<table>_chunks`) at the same moment makes one.
+_PG_TRANSIENT = ("08", "23505", "40", "53", "55P03", "57", "58")
+# MySQL/MariaDB server errors worth retrying (client errors, >= 2000, are all connection ones):
+# too many connections, shutdown, network read/write, lock wait timeout, deadlock, interrupted,
+# connection killed, and a duplicate key (as for PostgreSQL).
+_MYSQL_TRANSIENT = frozenset({1040, 1053, 1062, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927})
+_SQLITE_TRANSIENT = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CONSTRAINT_PRIMARYKEY")
 
 
 class SqlBackend(StorageBackend):
@@ -62,8 +89,11 @@ class SqlBackend(StorageBackend):
         return settings.model_copy(update={"table": f"{settings.table}_errors"})
 
 
-def make_engine(settings: SqlStorage, ctx: RunContext) -> Engine:
-    """An engine for the settings' URL (from the Secret when `urlSecretRef` is set)."""
+def make_engine(settings: SqlStorage, ctx: RunContext, *, writes: bool) -> Engine:
+    """An engine for the settings' URL (from the Secret when `urlSecretRef` is set).
+
+    Only an engine that `writes` turns on SQLite's WAL journal, which is a write itself.
+    """
     url = settings.url
     if settings.url_secret_ref is not None:
         ref = settings.url_secret_ref
@@ -71,21 +101,35 @@ def make_engine(settings: SqlStorage, ctx: RunContext) -> Engine:
     assert url is not None  # SqlStorage guarantees url or urlSecretRef
     try:
         engine = sa.create_engine(url, pool_pre_ping=True)
-    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+    except sa.exc.NoSuchModuleError as exc:
         raise ConfigError(f"url: {exc}") from None
+    except sa.exc.ArgumentError:  # its text quotes the URL, which may hold a password
+        raise ConfigError(
+            "url: not a SQLAlchemy URL (dialect+driver://user@host/database); not shown here, "
+            "as it may hold a password"
+        ) from None
     except ModuleNotFoundError as exc:
         raise ConfigError(
             f"url: database driver {exc.name!r} is missing: pip install 'longrun[sql-drivers]'"
         ) from None
+    guard_engine(engine, Guard.of(ctx))  # every new connection's host (runners/netguard.py)
     if engine.dialect.name == "sqlite":
-        sa.event.listen(engine, "connect", _sqlite_wal)
+        sa.event.listen(engine, "connect", _sqlite_wal if writes else _sqlite_busy_timeout)
     return engine
 
 
 def _sqlite_wal(dbapi_conn: Any, _record: Any) -> None:
-    # WAL lets the input cursor keep reading while chunks commit to the same file.
+    # WAL lets the input cursor keep reading while chunks commit to the same file; the mode
+    # stays with the file, so an input read from it afterwards needs no pragma of its own.
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()
+
+
+def _sqlite_busy_timeout(dbapi_conn: Any, _record: Any) -> None:
+    # Reading waits for a writer's lock instead of failing; it writes nothing.
+    cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
 
@@ -96,7 +140,33 @@ def _split_name(name: str) -> tuple[str | None, str]:
 
 
 def _transient(exc: sa.exc.DBAPIError) -> bool:
-    return bool(exc.connection_invalidated) or isinstance(exc, sa.exc.OperationalError)
+    """Worth retrying: a lost or refused connection, a lock, a deadlock; not a missing table
+    or column, a permission, a bad value or a read-only database, which fail every time."""
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    state = getattr(orig, "sqlstate", None)  # psycopg; None when no server answered
+    if isinstance(state, str):
+        return state.startswith(_PG_TRANSIENT)
+    if isinstance(orig, sqlite3.Error):  # a file: only another connection's lock passes
+        return str(getattr(orig, "sqlite_errorname", "")).startswith(_SQLITE_TRANSIENT)
+    code = orig.args[0] if orig is not None and orig.args else None
+    if isinstance(code, int):  # PyMySQL: (code, message)
+        return code >= 2000 or code in _MYSQL_TRANSIENT
+    return isinstance(exc, sa.exc.OperationalError)
+
+
+def _db_message(exc: sa.exc.DBAPIError) -> str:
+    """The driver's own message, first line only: never the statement or its parameters."""
+    lines = str(exc.orig).strip().splitlines()
+    return lines[0][:300] if lines else type(exc.orig).__name__
+
+
+def _failure(exc: sa.exc.DBAPIError, *, what: str, field: str) -> Exception:
+    """TransientError when worth retrying, else ConfigError naming `field` (see module doc)."""
+    if _transient(exc):
+        return TransientError(f"{what}: {_db_message(exc)}")
+    return ConfigError(f"{field}: {what}: {_db_message(exc)}")
 
 
 class SqlSource(Source):
@@ -105,7 +175,7 @@ class SqlSource(Source):
     def __init__(self, settings: SqlStorage, ctx: RunContext) -> None:
         self.settings = settings
         self.ctx = ctx
-        self.engine = make_engine(settings, ctx)
+        self.engine = make_engine(settings, ctx, writes=False)
         try:
             self._table = self._reflect() if settings.table else None
         except BaseException:
@@ -120,8 +190,10 @@ class SqlSource(Source):
             return sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self.engine)
         except sa.exc.NoSuchTableError:
             raise ConfigError(f"table: table {self.settings.table!r} does not exist") from None
-        except sa.exc.OperationalError as exc:
-            raise TransientError(f"cannot connect: {exc.orig}") from exc
+        except sa.exc.DBAPIError as exc:
+            raise _failure(
+                exc, what=f"reading table {self.settings.table!r}", field="url"
+            ) from None
 
     def _record_id_field(self) -> str | None:
         """`idField`, else the table's single-column primary key if read, else None (position)."""
@@ -184,10 +256,8 @@ class SqlSource(Source):
                             )
                         position += 1
         except sa.exc.DBAPIError as exc:
-            if _transient(exc):
-                raise TransientError(f"input query failed: {exc.orig}") from exc
             field = "table" if self._table is not None else "query"
-            raise ConfigError(f"{field}: {exc.orig}") from None
+            raise _failure(exc, what="reading input", field=field) from None
 
     def total(self) -> int | None:
         """COUNT(*) of the table; None for a query."""
@@ -210,7 +280,7 @@ class SqlSink(Sink):
         assert settings.table is not None  # check_output guarantees it
         self.ctx = ctx
         self.role = role
-        self.engine = make_engine(settings, ctx)
+        self.engine = make_engine(settings, ctx, writes=True)
         self.location = f"{self.engine.url.render_as_string(hide_password=True)}#{settings.table}"
         schema, name = _split_name(settings.table)
         meta = sa.MetaData(schema=schema)
@@ -218,12 +288,14 @@ class SqlSink(Sink):
         self.chunks = _chunks_table(meta, f"{name}_chunks")
         try:
             meta.create_all(self.engine, checkfirst=True)
-        except sa.exc.OperationalError as exc:
-            self.engine.dispose()
-            raise TransientError(f"cannot create output tables: {exc.orig}") from exc
+            _check_key(self.engine, self.table)
         except sa.exc.DBAPIError as exc:
             self.engine.dispose()
-            raise ConfigError(f"table: cannot create {settings.table!r}: {exc.orig}") from None
+            what = f"creating {settings.table!r}"
+            raise _failure(exc, what=what, field="table") from None
+        except ConfigError:
+            self.engine.dispose()
+            raise
 
     def _mine(self, table: sa.Table) -> sa.ColumnElement[bool]:
         return sa.and_(table.c.run_uid == self.ctx.run_uid, table.c.job_name == self.ctx.job_name)
@@ -257,9 +329,7 @@ class SqlSink(Sink):
                     conn.execute(_upsert(self.engine, self.table, rows[0]), rows)
                 self._mark(conn, index, len(rows), None)
         except sa.exc.DBAPIError as exc:
-            if _transient(exc):
-                raise TransientError(f"writing chunk {index}: {exc.orig}") from exc
-            raise
+            raise _failure(exc, what=f"writing chunk {index}", field="table") from None
 
     def _row(self, index: int, record: OutputRecord | ErrorRecord) -> dict[str, Any]:
         last = record.reason if isinstance(record, ErrorRecord) else _dumps(record.prediction)
@@ -310,18 +380,36 @@ def _dumps(value: Any) -> str:
 
 
 def _output_table(meta: sa.MetaData, name: str, *, role: str) -> sa.Table:
-    value = "reason" if role == "errors" else "prediction"
+    """Predictions keyed by record id; failed records by position (see module doc)."""
+    errors = role == "errors"
+    record_id = _long_text() if errors else sa.String(255)
     return sa.Table(
         name,
         meta,
         sa.Column("run_uid", sa.String(64), primary_key=True),
         sa.Column("job_name", sa.String(253), primary_key=True),
-        sa.Column("record_id", sa.String(255), primary_key=True),
-        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("record_id", record_id, primary_key=not errors, nullable=False),
+        sa.Column(
+            "position", sa.BigInteger, primary_key=errors, nullable=False, autoincrement=False
+        ),
         sa.Column("chunk", sa.BigInteger, nullable=False, index=True),
-        sa.Column(value, _long_text()),
+        sa.Column("reason" if errors else "prediction", _long_text()),
         sa.Column("input", _long_text()),
     )
+
+
+def _check_key(engine: Engine, table: sa.Table) -> None:
+    """ConfigError when an existing table is keyed otherwise than we key it (older layout)."""
+    found = sa.inspect(engine).get_pk_constraint(table.name, schema=table.schema)
+    have = list(found.get("constrained_columns") or [])
+    want = [c.name for c in table.primary_key.columns]
+    if sorted(have) != sorted(want):
+        raise ConfigError(
+            f"table: {table.fullname!r} exists with primary key ({', '.join(have)}), but this "
+            f"output keys its rows by ({', '.join(want)}) (failed records by position, since "
+            "their ids may repeat); it was made by an older longrun: rename or drop it, or name "
+            "another table"
+        )
 
 
 def _chunks_table(meta: sa.MetaData, name: str) -> sa.Table:
@@ -344,8 +432,8 @@ def _long_text() -> sa.types.TypeEngine[str]:
 
 
 def _upsert(engine: Engine, table: sa.Table, sample: dict[str, Any]) -> sa.Executable:
-    """INSERT ... ON CONFLICT (run_uid, job_name, record_id) DO UPDATE, per dialect."""
-    keys = {"run_uid", "job_name", "record_id"}
+    """INSERT ... ON CONFLICT (<primary key>) DO UPDATE, per dialect."""
+    keys = {c.name for c in table.primary_key.columns}
     name = engine.dialect.name
     if name in ("postgresql", "sqlite"):
         module: Any = __import__(f"sqlalchemy.dialects.{name}", fromlist=["insert"])

@@ -2,11 +2,14 @@
 
 - `Receiver`: a JSON API that serves input records (optionally paginated) and
   accepts output chunks, de-duplicating by (jobId, jobName, chunk, role) the way
-  the docs require HTTP receivers to. It also stands in for Krateo's
-  finops-database-handler (`POST /compute/<name>`): like the real one (it builds a
-  command line with `key + '=' + value`) it answers 500 unless every value of the
-  body is a string; `.../<name>input` answers `{"result": [...]}`, other notebooks
-  keep the body de-duplicated by (job_uid, job_name, chunk, path).
+  the docs require HTTP receivers to, and answers `GET .../committed?jobId=&jobName=&role=`
+  with the chunks it holds (`{"chunks": [{"chunk": n, "records": n}, ...]}`, an http
+  output's `committedUrl`). It also stands in for Krateo's finops-database-handler
+  (`POST /compute/<name>`): like the real one (it builds a command line with
+  `key + '=' + value`) it answers 500 unless every value of the body is a string;
+  `.../<name>input` answers `{"result": [...]}`, `.../committed` answers the chunks the
+  other notebooks hold for the body's job_uid, job_name and role (as `result`, JSON text),
+  and other notebooks keep the body de-duplicated by (job_uid, job_name, chunk, path).
 - `make_certificate`: a self-signed certificate for 127.0.0.1/localhost made by the
   real `openssl` CLI; `serve(..., tls=(cert, key))` then speaks HTTPS with it.
 - `KServeStub`: a KServe v2 REST model (`POST /v2/models/NAME/infer`) that can
@@ -123,6 +126,8 @@ class Receiver:
             self.requests.append((method, path, body, headers))
         if path.startswith("/compute/"):
             return self._compute(path, body)
+        if method == "GET" and path.endswith("/committed"):
+            return 200, {}, self._committed(query)
         if method == "GET":
             return 200, {}, self._page(query)
         key = (body["jobId"], body["jobName"], body.get("chunk", "complete"), body.get("role", ""))
@@ -136,10 +141,31 @@ class Receiver:
             return 500, {}, {"detail": "Internal Server Error"}
         if path.endswith("input"):
             return 200, {}, {"result": self.records}
+        if path.endswith("committed"):
+            return 200, {}, {"result": json.dumps(self._krateo_committed(body))}
         key = (body.get("job_uid"), body.get("job_name"), body.get("chunk"), path)
         with self.lock:
             self.chunks[key] = body
         return 200, {}, {"result": "ok"}
+
+    def _committed(self, query: dict[str, list[str]]) -> Any:
+        wanted = tuple(query.get(k, [""])[0] for k in ("jobId", "jobName", "role"))
+        with self.lock:
+            held = [
+                {"chunk": chunk, "records": len(body["records"])}
+                for (uid, job, chunk, role), body in self.chunks.items()
+                if (uid, job, role) == wanted and isinstance(chunk, int)
+            ]
+        return {"chunks": sorted(held, key=lambda item: item["chunk"])}
+
+    def _krateo_committed(self, body: dict[str, str]) -> list[dict[str, int]]:
+        field = "errors" if body.get("role") == "errors" else "ids"
+        with self.lock:
+            return [
+                {"chunk": int(chunk), "records": len(json.loads(held[field]))}
+                for (uid, job, chunk, _), held in self.chunks.items()
+                if (uid, job) == (body.get("job_uid"), body.get("job_name")) and field in held
+            ]
 
     def _page(self, query: dict[str, list[str]]) -> Any:
         if not self.page_size:
@@ -151,7 +177,9 @@ class Receiver:
 class KServeStub:
     """A KServe v2 model: doubles `data`; failure shares, hang and poison configurable.
 
-    `down_for` answers the first that many requests 503, as a server does while it restarts.
+    `down_for` answers that many requests 503 from request number `down_from` on (1: the first),
+    as a server does while it restarts. A batch holding the value `poison` is answered
+    `poison_status` (400: the server refuses it; 500: the model crashes on it).
     """
 
     def __init__(
@@ -162,9 +190,13 @@ class KServeStub:
         hang: float = 0.0,
         seed: int = 7,
         poison: float | None = None,
+        poison_status: int = 400,
         down_for: int = 0,
+        down_from: int = 1,
     ) -> None:
         self.down_for = down_for
+        self.down_from = down_from
+        self.poison_status = poison_status
         self.unavailable = unavailable
         self.throttled = throttled
         self.hang = hang
@@ -186,7 +218,7 @@ class KServeStub:
         with self.lock:
             self.calls += 1
             roll = self.rng.random()
-            down = self.calls <= self.down_for
+            down = self.down_from <= self.calls < self.down_from + self.down_for
         if down:
             return self._count(503, {}, {"error": "restarting"})
         if self.hang:
@@ -198,7 +230,7 @@ class KServeStub:
         tensor = body["inputs"][0]
         data = tensor["data"]
         if self.poison is not None and self.poison in data:
-            return self._count(400, {}, {"error": "poison value"})
+            return self._count(self.poison_status, {}, {"error": "poison value"})
         rows = tensor["shape"][0]
         out = {"name": "output-0", "shape": [rows], "datatype": "FP32"}
         width = len(data) // max(rows, 1)

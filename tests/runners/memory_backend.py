@@ -1,9 +1,10 @@
 """An in-memory storage backend: the reference the shared contract suite is checked against.
 
 It implements the Sink/Source contracts in the most obvious way (a dict of
-chunks per role, replaced whole under a lock), so a test that fails here is a
-wrong test, and one that passes here but fails for a real backend is a bug in
-that backend.
+chunks per location, replaced whole under a lock; a location belongs to the run
+and Job that opened it first, like a file or S3 output), so a test that fails
+here is a wrong test, and one that passes here but fails for a real backend is a
+bug in that backend.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners.api import (
+    ConfigError,
     ErrorRecord,
     InputRecord,
     OutputRecord,
@@ -34,6 +36,7 @@ class MemoryStore:
     id_field: str | None = None
     chunks: dict[str, dict[int, list[dict[str, Any]]]] = field(default_factory=dict)
     manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    owners: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # run UID, Job, role
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -47,7 +50,8 @@ class MemoryBackend(StorageBackend):
         return MemorySource(self.store)
 
     def open_sink(self, settings: Mapping[str, Any], ctx: RunContext, *, role: str) -> MemorySink:
-        return MemorySink(self.store, str(settings.get("name", role)))
+        name = ctx.execution_subpath(str(settings.get("name", role)))
+        return MemorySink(self.store, name, owner=(ctx.run_uid, ctx.job_name, role))
 
     def error_settings(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         return {"name": f"{settings.get('name', 'output')}-errors"}
@@ -72,10 +76,18 @@ class MemorySource(Source):
 
 
 class MemorySink(Sink):
-    def __init__(self, store: MemoryStore, name: str) -> None:
+    def __init__(self, store: MemoryStore, name: str, *, owner: tuple[str, str, str]) -> None:
         self.store = store
         self.location = f"memory://{name}"
         self.name = name
+        with store.lock:
+            holder = store.owners.setdefault(name, owner)
+        if holder != owner:
+            uid, job, role = holder
+            raise ConfigError(
+                f"{self.location} holds the {role} of run {uid} (Job {job}); "
+                "a run only writes where no other run has"
+            )
 
     def committed(self) -> set[int]:
         with self.store.lock:

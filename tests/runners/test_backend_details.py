@@ -21,6 +21,7 @@ from contracts.storage import FileStorage, HttpStorage, S3Storage, SqlStorage
 from runners.api import ConfigError, OutputRecord, RunContext, TransientError
 from runners.storage.file import FileBackend
 from runners.storage.http import HttpBackend
+from runners.storage.owners import Owner
 from runners.storage.s3 import S3Backend
 from runners.storage.sql import SqlBackend
 
@@ -252,6 +253,7 @@ def test_s3_counts_records_of_chunks_written_without_a_count(
 ) -> None:
     client = s3_client(moto_endpoint)
     client.put_object(Bucket=s3_bucket, Key="o/part-000000.jsonl", Body=b'{"id": "a"}\n' * 3)
+    client.put_object(Bucket=s3_bucket, Key="o/_RUN", Body=Owner.of(ctx(), "output").to_json())
     client.close()
     settings = S3Storage(
         bucket=s3_bucket, prefix="o", endpoint_url=moto_endpoint, force_path_style=True
@@ -271,6 +273,6 @@ def test_s3_chunk_already_holding_other_records_is_refused(
     sink = S3Backend().open_sink(settings, ctx(), role="output")
     sink.write_chunk(0, [OutputRecord("a", 0, {}, 1)])
     sink.write_chunk(0, [OutputRecord("a", 0, {}, 1)])  # 412, verified: same records
-    with pytest.raises(RuntimeError, match="holds another run's output"):
+    with pytest.raises(ConfigError, match="exists with other records"):
         sink.write_chunk(0, [OutputRecord("b", 0, {}, 1)])
     sink.close()

@@ -15,7 +15,14 @@ from typing import Any
 import pytest
 
 from runners.api import ErrorRecord, InputRecord, OutputRecord
-from runners.formats import UnreadableRecord, decode_chunk, encode_chunk, make_record, parse_rows
+from runners.formats import (
+    UnreadableRecord,
+    decode_chunk,
+    encode_chunk,
+    json_safe,
+    make_record,
+    parse_rows,
+)
 
 BAD_LINES = ['{"a": 1} x', '{"a": 1}{"b": 2}', '{"a": ', "[1, 2]", "nope", '"text"', "{} \t {}"]
 
@@ -89,12 +96,49 @@ def test_an_empty_chunk_is_empty() -> None:
     assert encode_chunk([], fmt="jsonl") == b""
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, [1.0, -math.inf]])
-def test_a_prediction_json_cannot_hold_fails_the_chunk(value: Any) -> None:
-    with pytest.raises(ValueError, match="Out of range float values"):
-        encode_chunk([OutputRecord("0", 0, {}, value)], fmt="jsonl")
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_numbers_json_cannot_hold_are_written_as_the_documented_strings(fmt: str) -> None:
+    # Issue 15 item 4: a NaN anywhere in a record failed the chunk, and so the run, for good.
+    value = {"x": [1.0, math.nan], "y": {"z": -math.inf}, "w": math.inf}
+    expected = {"x": [1.0, "NaN"], "y": {"z": "-Infinity"}, "w": "Infinity"}
+    records = [OutputRecord("0", 0, {"a": math.nan, "b": 2}, value), OutputRecord("1", 1, {}, 3)]
+    rows = decode_chunk(encode_chunk(records, fmt=fmt), fmt=fmt)
+    assert [(row["input"], row["prediction"]) for row in rows] == [
+        ({"a": "NaN", "b": 2}, expected),
+        ({}, 3),
+    ]
+    errors = [ErrorRecord("0", 0, {"a": [math.inf]}, "refused")]
+    assert decode_chunk(encode_chunk(errors, fmt=fmt), fmt=fmt)[0]["input"] == {"a": ["Infinity"]}
+
+
+def test_json_safe_returns_clean_values_as_they_are() -> None:
+    value = {"a": [1.0, "x", None, {"b": True}]}
+    assert json_safe(value) is value
+    assert json_safe({"a": (decimal.Decimal("NaN"), decimal.Decimal("-Infinity"))}) == {
+        "a": ["NaN", "-Infinity"]
+    }
+
+
+def test_decimals_json_cannot_hold_follow_the_same_rule() -> None:
+    records = [OutputRecord("0", 0, {"d": decimal.Decimal("Infinity")}, decimal.Decimal("NaN"))]
+    (row,) = decode_chunk(encode_chunk(records, fmt="jsonl"), fmt="jsonl")
+    assert (row["input"], row["prediction"]) == ({"d": "Infinity"}, "NaN")
 
 
 def test_a_value_json_cannot_hold_fails_the_chunk_with_type_error() -> None:
     with pytest.raises(TypeError, match="not JSON serializable"):
         encode_chunk([OutputRecord("0", 0, {}, object())], fmt="jsonl")
+
+
+def test_numpy_numbers_and_arrays_are_written_as_json_numbers_and_lists() -> None:
+    import numpy as np
+
+    value = {"p": np.float32(0.5), "n": np.int64(3), "a": np.array([[1, 2]])}
+    (row,) = decode_chunk(encode_chunk([OutputRecord("0", 0, {}, value)], fmt="jsonl"), fmt="jsonl")
+    assert row["prediction"] == {"p": 0.5, "n": 3, "a": [[1, 2]]}
+
+
+def test_a_csv_header_naming_a_column_twice_makes_its_rows_unreadable() -> None:
+    # Two columns of one name would silently become one field, the other's values lost.
+    rows = list(parse_rows(["a,b,a\n", "1,2,3\n"], fmt="csv"))
+    assert rows == ["CSV header names column 'a' twice"]

@@ -2,9 +2,11 @@
 
 Real: the runner process (a subprocess, exactly as the Job's container runs it),
 its contract file, and the stores: local files, SQLite, PostgreSQL, MariaDB,
-moto's S3 server. Faked: the model, an in-process echo protocol registered in place of
-`kserve-v2` through LONGRUN_RUNNER_PLUGINS (see fake_models.py), so the test
-measures commit/resume, not a model server.
+moto's S3 server, and an HTTP receiver on 127.0.0.1 (http_stub.Receiver, which
+de-duplicates chunks and answers `committedUrl`, as the docs ask of receivers).
+Faked: the model, an in-process echo protocol registered in place of `kserve-v2`
+through LONGRUN_RUNNER_PLUGINS (see fake_models.py), so the test measures
+commit/resume, not a model server.
 
 Each scenario: 100,000 input records, a seeded RNG choosing when to kill
 (a bounded number of kills), restarts until exit 0, then every record must be
@@ -29,6 +31,7 @@ import pytest
 import sqlalchemy as sa
 from fake_models import DELAY_ENV, PLUGIN_SPEC
 from fakes import contract
+from http_stub import Receiver, serve
 from runner_stores import drop_tables, s3_client
 
 HERE = Path(__file__).resolve().parent
@@ -204,6 +207,33 @@ def test_s3_output_is_exactly_once_across_kills(
     finally:
         client.close()
     assert_exactly_once(ids, outcome)
+
+
+def test_http_output_resumes_across_kills_and_is_exactly_once(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(input_lines()))
+    receiver = Receiver()
+    with serve(receiver) as url:
+        doc = contract(
+            input={"file": {"path": str(source), "idField": "key"}},
+            output={"http": {"url": f"{url}/out", "committedUrl": f"{url}/committed"}},
+            runner=TUNING,
+        )
+
+        def committed() -> int:
+            return sum(1 for key in receiver.chunks if key[3] == "output" and key[2] != "complete")
+
+        outcome = run_with_kills(tmp_path, doc, seed=16, extra_env={}, committed=committed)
+    outputs = {
+        k: body for k, body in receiver.chunks.items() if k[3] == "output" and k[2] != "complete"
+    }
+    ids = [row["id"] for _, body in sorted(outputs.items()) for row in body["records"]]
+    assert_exactly_once(ids, outcome)
+    # Resumed, not re-sent: a chunk goes again only when a kill lands while it is in flight.
+    sent = [
+        b for _, path, b, _ in receiver.requests if path == "/out" and b.get("role") == "output"
+    ]
+    assert len(sent) <= CHUNKS + 1 + outcome.kills  # the chunks, the completion, the kills
 
 
 def _sql_roundtrip(tmp_path: Path, url: str, table: str, *, seed: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from fakes import FakeModel, echo
-from memory_backend import MemoryBackend, MemorySink, MemoryStore
+from memory_backend import MemoryBackend, MemorySink, MemorySource, MemoryStore
 
 from contracts.config import RunnerTuning
 from runners.api import (
@@ -28,6 +28,8 @@ from runners.api import (
     Sink,
     TransientError,
 )
+from runners.budget import BUDGET_MIN_RECORDS
+from runners.modelcalls import ModelUnavailable
 from runners.outcomes import Outcomes
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
 from runners.retry import Backoff, Stopped
@@ -124,12 +126,15 @@ def test_retries_transient_errors_honouring_retry_after() -> None:
     assert stats.retried == 2
 
 
-def test_transient_errors_beyond_max_attempts_fail_the_records() -> None:
+def test_transient_errors_beyond_max_attempts_stop_the_run_without_failing_records() -> None:
+    # The model is unavailable, the records are not at fault: the next pod resumes them.
     def down(records: Sequence[InputRecord]) -> list[Outcome]:
         raise TransientError("HTTP 503")
 
-    with pytest.raises(BudgetExceeded, match="error budget exceeded: 2 failed"):
-        run(FakeModel(down), records=2, maxAttempts=3, backoff=RecordingBackoff(max_attempts=3))
+    store = MemoryStore()
+    with pytest.raises(ModelUnavailable, match="never answered \\(3 attempts\\): HTTP 503"):
+        run(FakeModel(down), records=2, store=store, backoff=RecordingBackoff(max_attempts=3))
+    assert store.chunks == {}
 
 
 def test_poison_record_is_isolated_and_the_rest_written() -> None:
@@ -162,14 +167,16 @@ def test_failed_ratio_within_budget_passes() -> None:
     assert "out" in store.manifests
 
 
-def test_budget_failure_does_not_commit_the_offending_chunk() -> None:
+def test_the_chunk_that_crosses_the_budget_is_committed_with_its_failures_and_no_more() -> None:
+    # Issue 15 item 10: its failed records were saved nowhere.
     def bad_third_chunk(records: Sequence[InputRecord]) -> list[Outcome]:
         return [RecordFailure("x") if 20 <= int(r.id) < 30 else Prediction(1) for r in records]
 
     store = MemoryStore()
-    with pytest.raises(BudgetExceeded):
+    with pytest.raises(BudgetExceeded, match="10 failed records of 30"):
         run(FakeModel(bad_third_chunk), records=50, chunkSize=10, concurrency=1, store=store)
-    assert sorted(store.chunks["out"]) == [0, 1]
+    assert sorted(store.chunks["out"]) == [0, 1, 2]
+    assert [row["id"] for row in store.chunks["err"][2]] == [str(i) for i in range(20, 30)]
     assert "out" not in store.manifests
 
 
@@ -208,7 +215,7 @@ def test_budget_counts_failures_committed_before_a_restart() -> None:
     store.chunks["err"] = {0: old_rows(1), 1: old_rows(1)}
     with pytest.raises(BudgetExceeded, match="3 failed records of 30"):
         run(FakeModel(fail_25), records=50, chunkSize=10, store=store, maxFailedRecords=2)
-    assert sorted(store.chunks["out"]) == [0, 1]
+    assert sorted(store.chunks["out"]) == [0, 1, 2]
 
 
 def test_resume_rewrites_stale_error_chunk_of_first_uncommitted_chunk() -> None:
@@ -418,3 +425,185 @@ def test_an_input_that_keeps_failing_fails_the_run_after_max_attempts() -> None:
     with pytest.raises(TransientError, match="connection refused"):
         run_source(source, RecordingBackoff(max_attempts=3))
     assert source.opened_at == [0, 0, 0]
+
+
+# -- issue 15 ---------------------------------------------------------------------------------
+
+
+def poison_rejecting(status: str) -> Any:
+    """A model that refuses any batch holding the record with field `poison`, as the server does:
+    `rejected` is a 4xx (BatchRejected), `server` a 500 (a TransientError)."""
+
+    def handler(records: Sequence[InputRecord]) -> list[Outcome]:
+        if any(r.data.get("poison") for r in records):
+            if status == "rejected":
+                raise BatchRejected("HTTP 400: bad input")
+            raise server_error("HTTP 500: Internal Server Error: float division by zero")
+        return echo(records)
+
+    return handler
+
+
+def server_error(message: str) -> TransientError:
+    """A 500 as the built-in clients raise it (a ServerFault where it exists: the fixed code)."""
+    try:
+        from runners.retry import ServerFault
+    except ImportError:  # today's code: a plain TransientError
+        return TransientError(message)
+    return ServerFault(message)
+
+
+def test_a_500_caused_by_one_record_fails_only_that_record_after_the_batchs_attempts() -> None:
+    # Item 8: after the attempts on the whole batch are spent, the batch is bisected.
+    model = FakeModel(poison_rejecting("server"))
+    store, stats = run(model, records=40, chunkSize=40, batchSize=32, maxFailedRecords=1)
+    assert written_ids(store) == [str(i) for i in range(40) if i != 13]
+    errors = [row for chunk in store.chunks["err"].values() for row in chunk]
+    assert [e["id"] for e in errors] == ["13"]
+    assert "HTTP 500" in errors[0]["reason"]
+    # 5 attempts on the whole batch (RecordingBackoff), then one request per part holding the
+    # poison record: halves, quarters, ... down to it alone.
+    with_poison = [len(batch) for batch in model.batches if "13" in batch]
+    assert with_poison == [32] * 5 + [16, 8, 4, 2, 1]
+    assert (stats.written, stats.failed) == (39, 1)
+
+
+@pytest.mark.parametrize("status", ["rejected", "server"])
+def test_isolating_a_poison_record_bisects_instead_of_resending_one_by_one(status: str) -> None:
+    # Item 9: one poison record (13) in a batch of 64 costs 2 requests per halving, not 64.
+    model = FakeModel(poison_rejecting(status))
+    _, stats = run(model, records=64, chunkSize=64, batchSize=64, maxFailedRecords=1)
+    attempts = 5 if status == "server" else 1
+    parts = [(int(batch[0]), len(batch)) for batch in model.batches[attempts:]]
+    assert parts == [
+        *((0, 32), (0, 16), (0, 8), (8, 8), (8, 4), (12, 4), (12, 2), (12, 1), (13, 1), (14, 2)),
+        *((16, 16), (32, 32)),
+    ]
+    assert (stats.written, stats.failed) == (63, 1)
+
+
+def test_a_model_that_never_answered_fails_the_run_after_few_attempts() -> None:
+    # Item 16: a model down from the start is given 4 attempts per batch, not `maxAttempts`,
+    # and the run stops (exit 1, retried by the Job) without failing any record.
+    def down(records: Sequence[InputRecord]) -> list[Outcome]:
+        raise TransientError("connection refused")
+
+    model = FakeModel(down)
+    store = MemoryStore()
+    with pytest.raises(ModelUnavailable, match=r"never answered.*connection refused"):
+        run(
+            model,
+            records=40,
+            store=store,
+            batchSize=10,
+            concurrency=1,
+            maxAttempts=10,
+            backoff=RecordingBackoff(max_attempts=10),
+        )
+    assert len(model.batches) == 4
+    assert store.chunks == {}
+
+
+def test_a_model_that_answered_and_went_away_keeps_every_attempt() -> None:
+    def gone_after_first(records: Sequence[InputRecord]) -> list[Outcome]:
+        if records[0].position >= 10:
+            raise TransientError("HTTP 503")
+        return echo(records)
+
+    model = FakeModel(gone_after_first)
+    with pytest.raises(ModelUnavailable, match="gave up after 10 attempts: HTTP 503"):
+        run(
+            model,
+            records=20,
+            chunkSize=10,
+            batchSize=10,
+            concurrency=1,
+            maxAttempts=10,
+            backoff=RecordingBackoff(max_attempts=10),
+        )
+    assert len(model.batches) == 1 + 10
+
+
+def test_a_resumed_run_counts_as_answered_before() -> None:
+    # Chunks committed by an earlier pod show that the model answered in this run.
+    store = MemoryStore()
+    store.chunks["out"] = {0: old_rows(10)}
+
+    def down(records: Sequence[InputRecord]) -> list[Outcome]:
+        raise TransientError("HTTP 503")
+
+    model = FakeModel(down)
+    with pytest.raises(ModelUnavailable, match="gave up after 6 attempts"):
+        run(
+            model,
+            records=20,
+            store=store,
+            chunkSize=10,
+            batchSize=10,
+            maxAttempts=6,
+            backoff=RecordingBackoff(max_attempts=6),
+        )
+    assert len(model.batches) == 6
+
+
+class UncountedSource(MemorySource):
+    """The memory source of a store that cannot say how many records it holds."""
+
+    def total(self) -> int | None:
+        return None
+
+
+def run_unknown_total(
+    model: FakeModel, *, records: int, **tuning: Any
+) -> tuple[MemoryStore, Stats]:
+    store = MemoryStore(inputs=[{"n": i} for i in range(records)])
+    backend, stats = MemoryBackend(store), Stats()
+    Pipeline(
+        UncountedSource(store),
+        backend.open_sink({"name": "out"}, CTX, role="output"),
+        backend.open_sink({"name": "err"}, CTX, role="errors"),
+        model,
+        RunnerTuning.model_validate({"progressIntervalSeconds": 60, **tuning}),
+        stats,
+        backoff=RecordingBackoff(),
+    ).run()
+    return store, stats
+
+
+def fail_first(count: int) -> FakeModel:
+    return FakeModel(
+        lambda records: [
+            RecordFailure("bad") if r.position < count else Prediction(1) for r in records
+        ]
+    )
+
+
+def test_without_a_total_the_ratio_waits_for_the_documented_minimum_then_the_end() -> None:
+    # Item 10: 30 failures in the first 1,000 records; 1 % of 5,000 allows 50.
+    _, stats = run_unknown_total(fail_first(30), records=5000, chunkSize=500, maxFailedRatio=0.01)
+    assert (stats.written, stats.failed) == (4970, 30)
+    with pytest.raises(BudgetExceeded, match="60 failed records of 5000"):
+        run_unknown_total(fail_first(60), records=5000, chunkSize=500, maxFailedRatio=0.01)
+
+
+def test_without_a_total_the_ratio_is_judged_once_the_minimum_is_done() -> None:
+    records = BUDGET_MIN_RECORDS * 3
+    model = fail_first(BUDGET_MIN_RECORDS // 10)
+    with pytest.raises(BudgetExceeded) as info:
+        run_unknown_total(
+            model, records=records, chunkSize=1000, batchSize=500, maxFailedRatio=0.05
+        )
+    assert f"of {BUDGET_MIN_RECORDS} " in str(info.value)
+
+
+def test_a_batch_refused_for_its_size_is_halved_until_it_fits_and_no_record_fails() -> None:
+    # A Triton model whose max_batch_size is below the batch size refuses every batch whole.
+    def at_most_16(records: Sequence[InputRecord]) -> list[Outcome]:
+        if len(records) > 16:
+            raise BatchRejected("inference request batch-size must be <= 16")
+        return echo(records)
+
+    model = FakeModel(at_most_16)
+    store, stats = run(model, records=256, chunkSize=256, batchSize=256)
+    assert len(written_ids(store)) == 256 and stats.failed == 0
+    assert len(model.batches) == 15 + 16  # refused: 256, 128 x 2, 64 x 4, 32 x 8

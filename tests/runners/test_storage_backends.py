@@ -9,6 +9,7 @@ for Krateo's finops-database-handler). Faked: nothing inside the backends.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,13 +35,14 @@ from runners.storage.sql import SqlBackend
 class MemoryHarness:
     discovers_commits = True
     has_manifest = True
+    other_run = "refused"
 
     def __init__(self) -> None:
         self.store = MemoryStore()
         self.backend = MemoryBackend(self.store)
 
-    def sink(self, role: str = "output") -> Sink:
-        return self.backend.open_sink({"name": role}, CTX, role=role)
+    def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
+        return self.backend.open_sink({"name": role}, ctx, role=role)
 
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         return dict(self.store.chunks.get(role, {}))
@@ -56,6 +58,7 @@ class MemoryHarness:
 class FileHarness:
     discovers_commits = True
     has_manifest = True
+    other_run = "refused"
 
     def __init__(self, root: Path, fmt: str) -> None:
         self.root, self.fmt = root, fmt
@@ -63,8 +66,8 @@ class FileHarness:
     def _settings(self, role: str) -> FileStorage:
         return FileStorage(path=str(self.root / role), format=self.fmt)  # type: ignore[arg-type]
 
-    def sink(self, role: str = "output") -> Sink:
-        return FileBackend().open_sink(self._settings(role), CTX, role=role)
+    def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
+        return FileBackend().open_sink(self._settings(role), ctx, role=role)
 
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         found = {}
@@ -90,13 +93,14 @@ class FileHarness:
 class SqlHarness:
     discovers_commits = True
     has_manifest = True
+    other_run = "beside"
 
     def __init__(self, url: str, table: str) -> None:
         self.url, self.table = url, table
 
-    def sink(self, role: str = "output") -> Sink:
+    def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
         return SqlBackend().open_sink(
-            SqlStorage(url=self.url, table=f"{self.table}_{role}"), CTX, role=role
+            SqlStorage(url=self.url, table=f"{self.table}_{role}"), ctx, role=role
         )
 
     def _query(self, sql: str) -> list[dict[str, Any]]:
@@ -111,11 +115,12 @@ class SqlHarness:
 
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         rows = self._query(f"SELECT * FROM {self.table}_{role}")
-        return rows_by_chunk(iter({**r, "id": r["record_id"]} for r in rows))
+        mine = (r for r in rows if (r["run_uid"], r["job_name"]) == (CTX.run_uid, CTX.job_name))
+        return rows_by_chunk(iter({**r, "id": r["record_id"]} for r in mine))
 
     def manifest(self, role: str = "output") -> dict[str, Any] | None:
-        rows = self._query(f"SELECT chunk, manifest FROM {self.table}_{role}_chunks")
-        found = [r["manifest"] for r in rows if r["chunk"] == -1]
+        rows = self._query(f"SELECT * FROM {self.table}_{role}_chunks")
+        found = [r["manifest"] for r in rows if r["chunk"] == -1 and r["run_uid"] == CTX.run_uid]
         return json.loads(found[0]) if found else None
 
     def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
@@ -142,6 +147,7 @@ class SqlHarness:
 class S3Harness:
     discovers_commits = True
     has_manifest = True
+    other_run = "refused"
 
     def __init__(self, endpoint: str, bucket: str) -> None:
         self.endpoint, self.bucket = endpoint, bucket
@@ -151,8 +157,8 @@ class S3Harness:
             bucket=self.bucket, endpoint_url=self.endpoint, force_path_style=True, **extra
         )
 
-    def sink(self, role: str = "output") -> Sink:
-        return S3Backend().open_sink(self._settings(prefix=f"out/{role}"), CTX, role=role)
+    def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
+        return S3Backend().open_sink(self._settings(prefix=f"out/{role}"), ctx, role=role)
 
     def _get(self, key: str) -> bytes | None:
         client = s3_client(self.endpoint)
@@ -190,20 +196,26 @@ class S3Harness:
 
 
 class HttpHarness:
-    discovers_commits = False
+    """An HTTP receiver that answers which chunks it holds (`committedUrl`), or one that
+    cannot (`resumes=False`: a restarted pod sends every chunk again)."""
+
     has_manifest = False
+    other_run = "beside"
 
-    def __init__(self, url: str, receiver: Receiver) -> None:
+    def __init__(self, url: str, receiver: Receiver, *, resumes: bool = True) -> None:
         self.url, self.receiver = url, receiver
+        self.discovers_commits = resumes
 
-    def sink(self, role: str = "output") -> Sink:
-        return HttpBackend().open_sink(HttpStorage(url=f"{self.url}/out"), CTX, role=role)
+    def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
+        committed = {"committedUrl": f"{self.url}/committed"} if self.discovers_commits else {}
+        settings = HttpStorage.model_validate({"url": f"{self.url}/out", **committed})
+        return HttpBackend().open_sink(settings, ctx, role=role)
 
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         return {
             key[2]: body["records"]
             for key, body in self.receiver.chunks.items()
-            if key[3] == role and isinstance(key[2], int)
+            if key[3] == role and isinstance(key[2], int) and key[:2] == (CTX.run_uid, CTX.job_name)
         }
 
     def manifest(self, role: str = "output") -> dict[str, Any] | None:
@@ -223,31 +235,41 @@ class HttpHarness:
 
 
 class KrateoHarness(HttpHarness):
-    def __init__(self, url: str, receiver: Receiver, secrets: Path) -> None:
-        super().__init__(url, receiver)
+    """Krateo's finops-database-handler: a notebook per role, and one answering which chunks
+    the others hold (`committedPath`), unless `resumes=False`."""
+
+    def __init__(
+        self, url: str, receiver: Receiver, secrets: Path, *, resumes: bool = True
+    ) -> None:
+        super().__init__(url, receiver, resumes=resumes)
         endpoint = secrets / "finops-endpoint"
         endpoint.mkdir(parents=True, exist_ok=True)
         (endpoint / "server-url").write_text(url)
         (endpoint / "token").write_text("s3cr3t")
-        self.ctx = RunContext(CTX.run_uid, CTX.job_name, CTX.parameters, str(secrets))
+        self.secrets = str(secrets)
 
     def _settings(self, path: str) -> KrateoStorage:
+        committed = {"committedPath": "/compute/committed"} if self.discovers_commits else {}
         return KrateoStorage.model_validate(
             {
                 "api": {
                     "endpointRef": {"name": "finops-endpoint", "namespace": "elsewhere"},
                     "path": path,
-                }
+                },
+                **committed,
             }
         )
 
-    def sink(self, role: str = "output") -> Sink:
-        return KrateoBackend().open_sink(self._settings("/compute/output"), self.ctx, role=role)
+    def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
+        ctx = dataclasses.replace(ctx, secrets_dir=self.secrets)
+        return KrateoBackend().open_sink(self._settings(f"/compute/{role}"), ctx, role=role)
 
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         # Krateo bodies hold strings only: the rows are JSON-encoded (runners/storage/krateo.py).
         found = {}
-        for (_, _, chunk, _), body in self.receiver.chunks.items():
+        for (uid, job, chunk, _), body in self.receiver.chunks.items():
+            if (uid, job) != (CTX.run_uid, CTX.job_name):
+                continue
             if role == "errors" and "errors" in body:
                 found[int(chunk)] = json.loads(body["errors"])
             elif role != "errors" and "predictions" in body:
@@ -259,7 +281,8 @@ class KrateoHarness(HttpHarness):
         if id_field is not None:
             return None
         self.receiver.records = records
-        return KrateoBackend().open_source(self._settings("/compute/input"), self.ctx)
+        ctx = dataclasses.replace(CTX, secrets_dir=self.secrets)
+        return KrateoBackend().open_source(self._settings("/compute/input"), ctx)
 
 
 class TestMemoryBackend(StorageContract):
@@ -316,12 +339,28 @@ class TestHttpBackend(StorageContract):
             yield HttpHarness(url, receiver)
 
 
+class TestHttpBackendWithoutResume(StorageContract):
+    @pytest.fixture
+    def harness(self) -> Iterator[HttpHarness]:
+        receiver = Receiver()
+        with serve(receiver) as url:
+            yield HttpHarness(url, receiver, resumes=False)
+
+
 class TestKrateoBackend(StorageContract):
     @pytest.fixture
     def harness(self, tmp_path: Path) -> Iterator[KrateoHarness]:
         receiver = Receiver()
         with serve(receiver) as url:
             yield KrateoHarness(url, receiver, tmp_path / "secrets")
+
+
+class TestKrateoBackendWithoutResume(StorageContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> Iterator[KrateoHarness]:
+        receiver = Receiver()
+        with serve(receiver) as url:
+            yield KrateoHarness(url, receiver, tmp_path / "secrets", resumes=False)
 
 
 def test_file_source_total_counts_every_position_records_yields(tmp_path: Path) -> None:

@@ -137,7 +137,9 @@ def test_v2_converts_numeric_strings(ctx: RunContext) -> None:
 def test_v2_fails_only_the_records_that_are_not_numeric(ctx: RunContext) -> None:
     fake = FakeTransport(lambda _: v2_answer([2], shape=[1]))
     client = KServeV2Client(endpoint("kserve-v2", binary_data=False), ctx, transport=fake)
-    outcomes = client.predict(records({"a": "tall", "b": 1.0}, {"a": 6.7, "b": 3.0}, {"b": None}))
+    outcomes = client.predict(
+        records({"a": "tall", "b": 1.0}, {"a": 6.7, "b": 3.0}, {"a": 1.0, "b": None})
+    )
     assert outcomes[1] == Prediction(2)
     assert outcomes[0] == RecordFailure("value 'tall' is not a number")
     assert outcomes[2] == RecordFailure("value None is not a number")
@@ -395,3 +397,48 @@ def test_the_id_field_is_sent_when_named_in_input_fields(ctx: RunContext) -> Non
     model = endpoint("kserve-v1", input_fields=["id", "a"])
     KServeV1Client(model, keyed, transport=fake).predict(records({"id": 7, "a": 1.0, "b": 2.0}))
     assert fake.sent[0].json() == {"instances": [[7, 1.0]]}
+
+
+# -- issue 15 item 1: the feature order is the input's first record's, for the whole run --------
+
+NAMES = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+
+
+def test_every_batch_follows_the_inputs_first_record_whatever_its_own_key_order(
+    ctx: RunContext,
+) -> None:
+    # The run's first record (read by the runner for every pod, resumed ones too) fixes the order;
+    # this batch, far into the input, starts with a record whose producer reversed the keys.
+    first = dict(zip(NAMES, SETOSA, strict=True))
+    run = replace(ctx, first_record=lambda: first)
+    reversed_keys = dict(reversed(list(zip(NAMES, VIRGINICA, strict=True))))
+    batch = records(reversed_keys, dict(zip(NAMES, SETOSA, strict=True)))
+    v1 = FakeTransport(lambda _: reply({"predictions": [2, 0]}))
+    KServeV1Client(endpoint("kserve-v1"), run, transport=v1).predict(batch)
+    assert v1.sent[0].json() == {"instances": [VIRGINICA, SETOSA]}
+    for binary in (False, True):
+        v2 = FakeTransport(lambda _: v2_answer([2, 0], shape=[2]))
+        client = KServeV2Client(endpoint("kserve-v2", binary_data=binary), run, transport=v2)
+        assert client.predict(batch) == [Prediction(2), Prediction(0)]
+        body = v2.sent[0].body or b""
+        if binary:
+            head = int(v2.sent[0].headers["inference-header-content-length"])
+            sent = np.frombuffer(body[head:], dtype="<f4").tolist()
+        else:
+            sent = json.loads(body)["inputs"][0]["data"]
+        assert sent == pytest.approx(VIRGINICA + SETOSA)
+
+
+def test_a_record_without_the_first_records_fields_fails_naming_them(ctx: RunContext) -> None:
+    run = replace(ctx, first_record=lambda: {"a": 1.0, "b": 2.0})
+    fake = FakeTransport(lambda _: v2_answer([7], shape=[1]))
+    client = KServeV2Client(endpoint("kserve-v2", binary_data=False), run, transport=fake)
+    outcomes = client.predict(records({"a": 1.0, "c": 2.0}, {"b": 2.0, "a": 1.0}))
+    assert outcomes == [
+        RecordFailure(
+            "record's fields differ from the input's first record "
+            "(model.inputFields unset): missing ['b'], extra ['c']"
+        ),
+        Prediction(7),
+    ]
+    assert fake.sent[0].json()["inputs"][0]["data"] == [1.0, 2.0]

@@ -205,3 +205,44 @@ def test_llama_embeddings_answers_a_vector_per_record(
         assert len(outcome.value) == EMBEDDING_SIZE
         assert all(isinstance(x, float) for x in outcome.value)
     assert outcomes[0].value != outcomes[1].value
+
+
+def shuffled_iris() -> list[Any]:
+    """SETOSA, VERSICOLOR, VIRGINICA, SETOSA with their keys in three producers' orders."""
+    names = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+    orders = [names, names[::-1], names[2:] + names[:2], names[::-1]]
+    rows = (SETOSA, VERSICOLOR, VIRGINICA, SETOSA)
+    return records(
+        *(
+            {name: dict(zip(names, row, strict=True))[name] for name in order}
+            for row, order in zip(rows, orders, strict=True)
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("client_class", "protocol", "server", "grpc"),
+    [
+        (KServeV1Client, "kserve-v1", "kserve_server", False),
+        (KServeV2Client, "kserve-v2", "kserve_server", False),
+        (TritonGrpcClient, "triton-grpc", "kserve_server", True),
+        (KServeV2Client, "kserve-v2", "mlserver_server", False),
+        (KServeV2Client, "kserve-v2", "triton_server", False),
+        (TritonGrpcClient, "triton-grpc", "triton_server", True),
+    ],
+)
+def test_records_whose_keys_come_in_other_orders_are_classified_by_name(
+    request: pytest.FixtureRequest,
+    predict: Any,
+    client_class: Any,
+    protocol: str,
+    server: str,
+    grpc: bool,
+) -> None:
+    # Issue 15 item 1: with inputFields unset the features were sent in each record's own key
+    # order, so records from producers that wrote the keys in another order were misclassified.
+    peer: PeerServer = request.getfixturevalue(server)
+    url = peer.grpc_url if grpc else peer.http_url
+    assert url is not None
+    outcomes = predict(client_class, protocol, url, name="iris", batch=shuffled_iris())
+    assert classes(outcomes) == [*CLASSES, 0]

@@ -14,7 +14,7 @@ from model_fakes import records
 
 from runners.api import Prediction, RecordFailure
 from runners.models import tensors
-from runners.models.common import Rows
+from runners.models.rows import Rows
 from runners.outcomes import Outcomes
 
 
@@ -62,8 +62,12 @@ def test_decimals_from_sql_numeric_columns_are_numbers_on_both_paths() -> None:
     rows, raw = packed_of(*data)
     assert (rows.values, rows.failures) == (checked.values, checked.failures)
     assert raw == tensors.encode_values(checked.values, "FP32")
-    big = Decimal("12345678901234567890")
+    big = Decimal("1234567890123456789")
     assert rows_of({"a": big}, {"a": Decimal("2.5")}, datatype="INT64").values == [int(big)]
+    beyond = rows_of({"a": big * 10}, datatype="INT64")
+    assert beyond.failures == {
+        0: RecordFailure("value Decimal('12345678901234567890') is beyond the range of INT64")
+    }
 
 
 def packed_of(*data: Any, datatype: str = "FP32") -> tuple[Rows, bytes]:
@@ -234,8 +238,8 @@ def test_rows_keep_the_tensor_flat_and_row_major() -> None:
 
 
 def test_list_values_and_list_records_are_flattened_into_their_row() -> None:
-    batch = rows_of({"f": [1.0, 2.0]}, {"a": 3.0, "b": 4.0})
-    assert batch.rows == [[1.0, 2.0], [3.0, 4.0]]
+    batch = rows_of({"f": [1.0, 2.0], "g": 3.0}, {"f": [4.0, 5.0], "g": 6.0})
+    assert batch.rows == [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
     assert Rows(records([5.0, [6.0]]), fields=None, datatype="FP32").rows == [[5.0, 6.0]]
 
 
@@ -278,3 +282,101 @@ def test_several_outputs_give_one_dict_per_record_in_output_order() -> None:
 def test_outputs_of_different_lengths_cannot_be_mapped_to_records() -> None:
     with pytest.raises(ValueError):
         tensors.per_record([("a", [1, 2]), ("b", [1])], count=2)
+
+
+# -- issue 15 item 1: one feature order for the whole run, whatever each record's key order ----
+
+
+def test_without_input_fields_every_row_follows_the_first_records_key_order() -> None:
+    batch = rows_of({"a": 1.0, "b": 2.0}, {"b": 3.0, "a": 4.0}, {"a": 5.0, "b": 6.0})
+    assert batch.rows == [[1.0, 2.0], [4.0, 3.0], [5.0, 6.0]]
+    _, raw = packed_of({"a": 1.0, "b": 2.0}, {"b": 3.0, "a": 4.0})
+    assert np.frombuffer(raw, dtype="<f4").tolist() == [1.0, 2.0, 4.0, 3.0]
+
+
+def test_a_run_wide_order_wins_over_the_batchs_first_record() -> None:
+    # A batch far into the input whose first record's producer wrote the keys the other way.
+    data = ({"b": 3.0, "a": 4.0}, {"a": 5.0, "b": 6.0})
+    for order in (["a", "b"], ("a", "b")):
+        assert Rows(records(*data), fields=None, order=order, datatype="FP32").rows == [
+            [4.0, 3.0],
+            [5.0, 6.0],
+        ]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_record_with_other_fields_than_the_runs_first_fails_naming_the_difference(
+    packed: bool,
+) -> None:
+    data = ({"a": 1.0, "b": 2.0}, {"a": 1.0, "c": 2.0}, {"a": 1.0}, {"b": 1.0, "a": 2.0, "z": 3.0})
+    batch = packed_of(*data)[0] if packed else rows_of(*data)
+    assert batch.rows == [[1.0, 2.0]]
+    assert batch.failures == {
+        1: RecordFailure(
+            "record's fields differ from the input's first record "
+            "(model.inputFields unset): missing ['b'], extra ['c']"
+        ),
+        2: RecordFailure(
+            "record's fields differ from the input's first record "
+            "(model.inputFields unset): missing ['b']"
+        ),
+        3: RecordFailure(
+            "record's fields differ from the input's first record "
+            "(model.inputFields unset): extra ['z']"
+        ),
+    }
+
+
+def test_the_id_field_is_no_difference_between_records() -> None:
+    data = ({"id": "a", "x": 1.0, "y": 2.0}, {"y": 4.0, "x": 3.0}, {"x": 5.0, "id": "c", "y": 6.0})
+    rows = Rows(records(*data), fields=None, datatype="FP32", exclude="id")
+    assert (rows.rows, rows.failures) == ([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], {})
+
+
+# -- issue 15 item 4: a model request cannot carry NaN or Infinity -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("datatype", "packed"),
+    # KServe v1 (no datatype) sends JSON, never packed tensors.
+    [("FP32", False), ("FP64", False), (None, False), ("FP32", True), ("FP64", True)],
+)
+def test_values_that_are_not_finite_numbers_fail_their_record(
+    datatype: str | None, packed: bool
+) -> None:
+    data = (
+        {"a": 1.0},
+        {"a": float("nan")},
+        {"a": float("-inf")},
+        {"a": "NaN"},
+        {"a": "Infinity"},
+        {"a": [2.0]},
+    )
+    if packed:
+        assert datatype is not None
+        batch = packed_of(*data, datatype=datatype)[0]
+    else:
+        batch = rows_of(*data, datatype=datatype)
+    expected = {
+        1: "value nan is not a finite number",
+        2: "value -inf is not a finite number",
+        3: "value 'NaN' is not a finite number",
+        4: "value 'Infinity' is not a finite number",
+    }
+    if datatype is None:  # KServe v1 sends strings as they are
+        del expected[3], expected[4]
+    assert batch.failures == {i: RecordFailure(reason) for i, reason in expected.items()}
+    assert batch.rows[0] == [1.0] and batch.rows[-1] == [2.0]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_floats_beyond_the_fp32_range_fail_their_record_instead_of_becoming_infinity(
+    packed: bool,
+) -> None:
+    data = ({"a": 1.0}, {"a": 1e39}, {"a": "-1e300"})
+    batch = packed_of(*data)[0] if packed else rows_of(*data)
+    assert batch.failures == {
+        1: RecordFailure("value 1e+39 is beyond the range of FP32"),
+        2: RecordFailure("value '-1e300' is beyond the range of FP32"),
+    }
+    assert batch.rows == [[1.0]]

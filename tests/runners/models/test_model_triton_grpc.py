@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,9 @@ def test_fails_records_that_are_not_numeric_without_sending_them(
     target, service = serve(classify)
     client = TritonGrpcClient(endpoint("triton-grpc", target), ctx)
     try:
-        outcomes = client.predict(records({"a": "x", "b": 1, "c": 1, "d": 1}, {"f": VIRGINICA}))
+        outcomes = client.predict(
+            records({"a": "x", "b": 1, "c": 1, "d": 1}, dict(zip("abcd", VIRGINICA, strict=True)))
+        )
     finally:
         client.close()
     assert outcomes == [RecordFailure("value 'x' is not a number"), Prediction(2)]
@@ -259,3 +262,22 @@ def test_insecure_skip_verify_is_a_config_error(ctx: RunContext) -> None:
     model = endpoint("triton-grpc", "grpcs://triton:8001", tls={"insecure_skip_verify": True})
     with pytest.raises(ConfigError, match="insecureSkipVerify"):
         TritonGrpcClient(model, ctx)
+
+
+def test_every_batch_follows_the_inputs_first_record_whatever_its_own_key_order(
+    serve: Callable[..., tuple[str, Service]], ctx: RunContext
+) -> None:
+    # Issue 15 item 1: the input's first record fixes the feature order for the whole run.
+    names = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+    run = replace(ctx, first_record=lambda: dict(zip(names, SETOSA, strict=True)))
+    target, service = serve(classify)
+    client = TritonGrpcClient(endpoint("triton-grpc", target), run)
+    reversed_keys = dict(reversed(list(zip(names, VIRGINICA, strict=True))))
+    try:
+        outcomes = client.predict(records(reversed_keys, dict(zip(names, SETOSA, strict=True))))
+    finally:
+        client.close()
+    assert outcomes == [Prediction(2), Prediction(0)]
+    request, _ = service.seen[0]
+    sent = np.frombuffer(request.raw_input_contents[0], dtype="<f4").tolist()
+    assert sent == pytest.approx(VIRGINICA + SETOSA)
