@@ -6,7 +6,7 @@ Pure pydantic models, no I/O: the controller and the runners meet only here.
 from contracts.base import Condition, SecretKeyRef
 from contracts.config import InferenceConfigSpec, InferenceConfigStatus, RunnerTuning
 from contracts.contract import RunnerContract, contract_json_schema
-from contracts.model import KServeBlock, ModelEndpoint
+from contracts.model import DeploymentRef, KServeBlock, ModelBlock, ModelEndpoint
 from contracts.resources import (
     API_VERSION,
     GROUP,
@@ -22,6 +22,7 @@ __all__ = [
     "GROUP",
     "VERSION",
     "Condition",
+    "DeploymentRef",
     "InferenceConfig",
     "InferenceConfigSpec",
     "InferenceConfigStatus",
@@ -29,6 +30,7 @@ __all__ = [
     "InferenceRunSpec",
     "InferenceRunStatus",
     "KServeBlock",
+    "ModelBlock",
     "ModelEndpoint",
     "RunResult",
     "RunnerContract",

@@ -3,15 +3,21 @@
 A config names its model either with `model` (longrun's normalized block, every
 protocol) or with Krateo's `kserve` block (KServe v1/v2 only). `normalize_kserve`
 turns the latter into the former so the rest of the system sees one shape.
+
+A config's `model` block (`ModelBlock`) names the server either by `url` (with
+`protocol` and `name`) or by `deploymentRef`, a ModelDeployment whose status gives the
+URL, protocol, model name and API-key Secret. The contract a runner reads always has
+the resolved form (`ModelEndpoint`: url, protocol and name required), so runners and
+their plug-ins never see a deploymentRef.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from contracts.base import ModelUrl, Schema, SecretKeyRef
+from contracts.base import ModelUrl, NamespaceName, ObjectName, Schema, SecretKeyRef, cel
 
 # The built-in protocols: name -> the runner's ModelClientFactory ("module:Class", imported by
 # the runner only when a contract uses it). The runner's registry and the CRD's pattern read it.
@@ -56,25 +62,34 @@ class TlsOptions(Schema):
     )
 
 
-class ModelEndpoint(Schema):
-    """Which model to call and how."""
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+_PROTOCOL_DOC = (
+    "Wire protocol spoken by the model server: kserve-v1, kserve-v2, triton-grpc, "
+    "openai-chat, openai-completions, openai-embeddings, or a protocol a custom runner "
+    "image registers, named <domain>/<name> (e.g. acme.com/scoring)."
+)
+_URL_DOC = (
+    "Base URL of the model server, e.g. http://iris.models.svc:8080 (gRPC: host:port). "
+    "A full inference URL (.../v2/models/NAME/infer, .../v1/models/NAME:predict, "
+    ".../v1/chat/completions) is accepted too. A URL without a scheme gets http://."
+)
+_NAME_DOC = "Model name as the server knows it (the `model` field for OpenAI protocols)."
 
-    protocol: Protocol = Field(
-        description=(
-            "Wire protocol spoken by the model server: kserve-v1, kserve-v2, triton-grpc, "
-            "openai-chat, openai-completions, openai-embeddings, or a protocol a custom runner "
-            "image registers, named <domain>/<name> (e.g. acme.com/scoring)."
-        )
+
+class _EndpointFields(Schema):
+    """What the config's `model` block and the contract's share: how to call the model."""
+
+    protocol: Protocol | None = Field(
+        default=None,
+        description=f"{_PROTOCOL_DOC} Not with deploymentRef.",
     )
-    url: Url = Field(
-        description=(
-            "Base URL of the model server, e.g. http://iris.models.svc:8080 (gRPC: host:port). "
-            "A full inference URL (.../v2/models/NAME/infer, .../v1/models/NAME:predict, "
-            ".../v1/chat/completions) is accepted too. A URL without a scheme gets http://."
-        )
+    url: Url | None = Field(
+        default=None,
+        description=f"{_URL_DOC} Set this or deploymentRef.",
     )
-    name: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
-        description="Model name as the server knows it (the `model` field for OpenAI protocols)."
+    name: ModelName | None = Field(
+        default=None,
+        description=f"{_NAME_DOC} Not with deploymentRef.",
     )
     version: Annotated[str, StringConstraints(max_length=63)] | None = Field(
         default=None,
@@ -136,6 +151,88 @@ class ModelEndpoint(Schema):
     )
     auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
+
+
+class ModelEndpoint(_EndpointFields):
+    """Which model to call and how: the contract's model block (always resolved)."""
+
+    protocol: Protocol = Field(description=_PROTOCOL_DOC)
+    url: Url = Field(description=_URL_DOC)
+    name: ModelName = Field(description=_NAME_DOC)
+
+
+class DeploymentRef(Schema):
+    """A ModelDeployment whose endpoint a config uses."""
+
+    name: ObjectName = Field(description="Name of the ModelDeployment.")
+    namespace: NamespaceName | None = Field(
+        default=None,
+        description=(
+            "Namespace of the ModelDeployment; default: the config's. Another namespace works "
+            "only if that deployment lists the run's namespace in spec.allowedNamespaces."
+        ),
+    )
+
+
+DEPLOYMENT_REF_EXCLUSIVE = (
+    "deploymentRef: takes protocol, name and tls from the deployment; leave them out"
+)
+
+
+class ModelBlock(_EndpointFields):
+    """Which model to call and how: a `url` (with `protocol` and `name`), or a
+    `deploymentRef` to a ModelDeployment, which gives the URL, protocol, name and key."""
+
+    model_config = ConfigDict(
+        json_schema_extra=cel(
+            "has(self.url) != has(self.deploymentRef)",
+            "set exactly one of url and deploymentRef",
+            "!has(self.url) || (has(self.protocol) && has(self.name))",
+            "url: needs protocol and name",
+            "!has(self.deploymentRef) || (!has(self.protocol) && !has(self.name) && "
+            "!has(self.tls))",
+            DEPLOYMENT_REF_EXCLUSIVE,
+        )
+    )
+
+    deployment_ref: DeploymentRef | None = Field(
+        default=None,
+        description=(
+            "A ModelDeployment serving the model: its status gives url, protocol, name and the "
+            "API-key Secret (auth, unless set here). Runs wait while it is not Available."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> ModelBlock:
+        if (self.url is None) == (self.deployment_ref is None):
+            raise ValueError("set exactly one of url and deploymentRef")
+        if self.url is not None and (self.protocol is None or self.name is None):
+            raise ValueError("url: needs protocol and name")
+        if self.deployment_ref is not None and (
+            self.protocol is not None or self.name is not None or self.tls is not None
+        ):
+            raise ValueError(DEPLOYMENT_REF_EXCLUSIVE)
+        return self
+
+    def endpoint(self) -> ModelEndpoint:
+        """The block as the contract's endpoint; a deploymentRef must be resolved first
+        (`with_target`)."""
+        if self.deployment_ref is not None:
+            raise ValueError("model.deploymentRef is not resolved")
+        return ModelEndpoint.model_validate(
+            self.model_dump(exclude={"deployment_ref"}, exclude_none=True)
+        )
+
+    def with_target(
+        self, *, url: str, protocol: str, name: str, auth: ApiKeyAuth | None
+    ) -> ModelBlock:
+        """The block with its deploymentRef replaced by what the deployment says."""
+        fields = self.model_dump(exclude={"deployment_ref"}, exclude_none=True)
+        fields.update(url=url, protocol=protocol, name=name)
+        if self.auth is None and auth is not None:
+            fields["auth"] = auth.model_dump(exclude_none=True)
+        return ModelBlock.model_validate(fields)
 
 
 class KServeBlock(Schema):

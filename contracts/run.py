@@ -5,15 +5,35 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
 from contracts.base import Condition, NamespaceName, ObjectName, Schema, cel
 
-Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Scheduled", "Suspended"]
+Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Cancelled", "Scheduled", "Suspended"]
 ExecutionPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 HISTORY_LIMIT = 10
+# The fields of a one-shot run's spec that may change after creation: everything else is fixed
+# by the CEL rule below (tests/contracts check that this list names every other field).
+ONE_SHOT_MUTABLE = ("suspend", "cancel")
+ONE_SHOT_FIXED_FIELDS = (
+    "configRef",
+    "timeoutSeconds",
+    "parameters",
+    "schedule",
+    "timeZone",
+    "concurrencyPolicy",
+    "successfulJobsHistoryLimit",
+    "failedJobsHistoryLimit",
+    "startingDeadlineSeconds",
+)
+ONE_SHOT_FIXED_MESSAGE = (
+    "a one-shot InferenceRun's spec is immutable after creation except suspend and cancel; "
+    "create a new InferenceRun"
+)
+CANCEL_FINAL_MESSAGE = "spec.cancel cannot be undone; create a new InferenceRun to run again"
+CANCEL_ONE_SHOT_MESSAGE = "cancel applies to one-shot runs; suspend a scheduled run instead"
 # Conditions are a map keyed by type, so patches merge them like Kubernetes' own.
 LIST_MAP_BY_TYPE: JsonDict = {
     "x-kubernetes-list-type": "map",
@@ -50,6 +70,23 @@ class AcceptedConfig(Schema):
     generation: int = Field(ge=0, description="The config's metadata.generation.")
 
 
+def _unchanged(field: str) -> str:
+    """CEL: `field` is as it was (both absent, or both present and equal)."""
+    return (
+        f"has(self.{field}) == has(oldSelf.{field}) && "
+        f"(!has(self.{field}) || self.{field} == oldSelf.{field})"
+    )
+
+
+ONE_SHOT_FIXED_RULE = (
+    "has(oldSelf.schedule) || ("
+    + " && ".join(_unchanged(field) for field in ONE_SHOT_FIXED_FIELDS)
+    + ")"
+)
+CANCEL_FINAL_RULE = "!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)"
+CANCEL_ONE_SHOT_RULE = "!has(self.cancel) || !self.cancel || !has(self.schedule)"
+
+
 class InferenceRunSpec(Schema):
     """One execution (or a schedule of executions) of an InferenceConfig."""
 
@@ -57,8 +94,12 @@ class InferenceRunSpec(Schema):
         json_schema_extra=cel(
             "has(self.schedule) == has(oldSelf.schedule)",
             "spec.schedule cannot be added or removed after creation; create a new InferenceRun",
-            "has(oldSelf.schedule) || self == oldSelf",
-            "a one-shot InferenceRun's spec is immutable after creation; create a new InferenceRun",
+            ONE_SHOT_FIXED_RULE,
+            ONE_SHOT_FIXED_MESSAGE,
+            CANCEL_FINAL_RULE,
+            CANCEL_FINAL_MESSAGE,
+            CANCEL_ONE_SHOT_RULE,
+            CANCEL_ONE_SHOT_MESSAGE,
             "!has(self.timeZone) || has(self.schedule)",
             "timeZone needs schedule",
         )
@@ -91,7 +132,21 @@ class InferenceRunSpec(Schema):
         default="Forbid",
         description="Scheduled runs: Allow, Forbid (skip while one runs) or Replace.",
     )
-    suspend: bool = Field(default=False, description="Scheduled runs: pause future executions.")
+    suspend: bool = Field(
+        default=False,
+        description=(
+            "Scheduled runs: pause future executions. One-shot runs: suspend the Job (its pods "
+            "stop, committed chunks stay, phase Suspended); set back to false to resume after "
+            "the committed chunks."
+        ),
+    )
+    cancel: bool = Field(
+        default=False,
+        description=(
+            "One-shot runs: stop the run for good and keep what it committed; it ends in phase "
+            "Cancelled with its counts. Cannot be undone."
+        ),
+    )
     successful_jobs_history_limit: int = Field(
         default=3,
         ge=0,
@@ -109,6 +164,12 @@ class InferenceRunSpec(Schema):
         ge=0,
         description="Scheduled runs: skip an execution that cannot start within this many seconds.",
     )
+
+    @model_validator(mode="after")
+    def _cancel_is_one_shot(self) -> InferenceRunSpec:
+        if self.cancel and self.schedule is not None:
+            raise ValueError(CANCEL_ONE_SHOT_MESSAGE)
+        return self
 
     @property
     def is_scheduled(self) -> bool:
@@ -136,6 +197,66 @@ class RunResult(Schema):
     )
 
 
+# The runner's progress line: one JSON object per line, `{"longrunProgress": {...}}`, every
+# `progressIntervalSeconds`. The controller reads the last one through the `pods/log`
+# subresource (the pod holds no API credentials) into `status.progress`.
+PROGRESS_KEY = "longrunProgress"
+COUNT_MAX = 2**53  # JSON numbers stay exact
+
+
+class ProgressReport(BaseModel):
+    """The counts in one runner progress line (short keys: the line is read from pod logs).
+
+    Whole-run counts, including chunks an earlier pod committed. Unknown keys are ignored,
+    so a runner may add more; the line is user-controlled text and is validated as such.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    read: int = Field(default=0, ge=0, le=COUNT_MAX, description="Records read.")
+    written: int = Field(default=0, ge=0, le=COUNT_MAX, description="Predictions written.")
+    failed: int = Field(default=0, ge=0, le=COUNT_MAX, description="Records failed.")
+    total: int | None = Field(
+        default=None, ge=0, le=COUNT_MAX, description="Input records, when the source knows."
+    )
+    rate: float | None = Field(default=None, ge=0, le=1e12, description="Records per second.")
+    eta: int | None = Field(default=None, ge=0, le=COUNT_MAX, description="Seconds left.")
+
+
+ShortText = Annotated[str, StringConstraints(max_length=32)]
+
+
+class RunProgress(Schema):
+    """Live counts of the execution running now, from the runner's last progress line."""
+
+    job_name: ObjectName | None = Field(default=None, description="The Job they come from.")
+    records_read: int | None = Field(default=None, ge=0, description="Records read.")
+    records_written: int | None = Field(default=None, ge=0, description="Predictions written.")
+    records_failed: int | None = Field(default=None, ge=0, description="Records failed.")
+    records_total: int | None = Field(
+        default=None, ge=0, description="Input records, when the source knows how many."
+    )
+    percent: float | None = Field(
+        default=None, ge=0, le=100, description="Records done (written or failed) of the total."
+    )
+    records_per_second: float | None = Field(
+        default=None, ge=0, description="The runner's rate while it runs."
+    )
+    eta_seconds: int | None = Field(default=None, ge=0, description="Seconds left, estimated.")
+    updated_at: datetime | None = Field(
+        default=None, description="When the controller last read the runner's progress."
+    )
+    text: ShortText | None = Field(
+        default=None, description="Done so far, e.g. 1.2M/3M (41%) (the Progress column)."
+    )
+    rate_text: ShortText | None = Field(
+        default=None, description="Rate, e.g. 1.2k/s (the Rate column)."
+    )
+    eta_text: ShortText | None = Field(
+        default=None, description="Time left, e.g. 5m (the ETA column)."
+    )
+
+
 class Execution(Schema):
     """One execution of a scheduled run."""
 
@@ -152,7 +273,10 @@ class InferenceRunStatus(Schema):
 
     phase: Phase | None = Field(
         default=None,
-        description="Pending, Running, Succeeded, Failed (one-shot); Scheduled, Suspended.",
+        description=(
+            "Pending, Running, Suspended, Succeeded, Failed, Cancelled (one-shot); "
+            "Scheduled, Suspended (scheduled)."
+        ),
     )
     message: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
         default=None, description="What is wrong, in plain words, when something is."
@@ -192,6 +316,13 @@ class InferenceRunStatus(Schema):
     )
     result: RunResult | None = Field(
         default=None, description="Summary of the latest finished execution."
+    )
+    progress: RunProgress | None = Field(
+        default=None,
+        description=(
+            "Live counts of the execution running now (refreshed every progress interval); "
+            "a finished one-shot run keeps its final counts."
+        ),
     )
     history: list[Execution] = Field(
         default_factory=list,

@@ -20,6 +20,7 @@ from controller.crds import CRD_DIR, crd_files, write_crds
 from controller.runtime.main import add_parser as add_controller_parser
 from controller.validate import check_file, expand_paths
 from local.run import add_parser as add_run_parser
+from local.serve import add_parser as add_serve_parser
 
 CONTRACT_SCHEMA_FILE = Path("contracts") / "contract-v1.schema.json"
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_cmd_validate)
 
     add_run_parser(sub)
+    add_serve_parser(sub)
     add_controller_parser(sub)
     return parser
 

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 from contracts.config import InferenceConfigSpec, InferenceConfigStatus
-from contracts.resources import GROUP, VERSION
+from contracts.resources import GROUP, RUN_COLUMNS, VERSION
 from contracts.run import InferenceRunSpec, InferenceRunStatus
 from contracts.serving import SERVING_KINDS, KindInfo
 
@@ -215,13 +215,7 @@ def generate_crds() -> list[Schema]:
         short="irun",
         schema=_root_schema(kind="InferenceRun", spec=InferenceRunSpec, status=InferenceRunStatus),
         columns=[
-            _column("Phase", ".status.phase"),
-            _column("Config", ".spec.configRef.name"),
-            _column("Schedule", ".spec.schedule"),
-            _column("Last Run", ".status.startTime", type_="date"),
-            _column("Next Run", ".status.nextScheduleTime", type_="date"),
-            _column("Message", ".status.message", priority=1),
-            age,
+            _column(c.name, c.json_path, type_=c.type, priority=c.priority) for c in RUN_COLUMNS
         ],
     )
     return [config, run, *(_serving_crd(info) for info in SERVING_KINDS)]

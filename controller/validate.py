@@ -109,8 +109,7 @@ def _longrun_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
 def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Checked:
     """Check one InferenceConfig or InferenceRun document."""
     meta = doc.get("metadata")
-    name = meta.get("name", "?") if isinstance(meta, dict) else "?"
-    label = f"{doc.get('kind')}/{name}"
+    label = f"{doc.get('kind')}/{_name(meta)}"
     if doc.get("apiVersion") == KRATEO_API_VERSION:
         hint = f"this is Krateo's API; change apiVersion to {API_VERSION}"
         return Checked(file, label, [Finding(file, label, "apiVersion", hint)])
@@ -124,6 +123,15 @@ def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Che
     elif isinstance(resource, InferenceConfig):
         problems = config_spec_problems(resource.spec, settings)
     return Checked(file, label, [Finding(file, label, p.field, p.message) for p in problems])
+
+
+def _name(meta: Any) -> str:
+    """The object's name; `prefix*` for one the API server names (`generateName`)."""
+    if not isinstance(meta, dict):
+        return "?"
+    if meta.get("name"):
+        return str(meta["name"])
+    return f"{meta['generateName']}*" if meta.get("generateName") else "?"
 
 
 def config_spec_problems(spec: InferenceConfigSpec, settings: Settings) -> list[Problem]:

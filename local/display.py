@@ -1,8 +1,9 @@
 """What a person sees during `longrun run`: a progress bar, the runner's log, the final status.
 
-The runner reports progress as plain `progress: records=N rate=R/s [total=T eta=Es]`
-lines on stderr (so `kubectl logs` stays greppable); here they become a live bar
-on a terminal and one compact line each otherwise (CI logs, pipes). Every other
+The runner reports progress as one JSON line `{"longrunProgress": {...}}` on stderr
+(the line the controller reads into `status.progress`; runners before it printed
+`progress: records=N rate=R/s [total=T eta=Es]`, still understood); here they become a
+live bar on a terminal and one compact line each otherwise (CI logs, pipes). Every other
 stderr line passes through unchanged. The final status is the controller's own
 (`controller.core.status.one_shot_status`) computed from a Job and pods shaped like
 the ones the cluster would hold, so local and cluster runs read the same.
@@ -10,6 +11,7 @@ the ones the cluster would hold, so local and cluster runs read the same.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import threading
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
-from contracts.run import InferenceRunStatus
+from pydantic import ValidationError
+
+from contracts.run import PROGRESS_KEY, InferenceRunStatus, ProgressReport
 
 _PROGRESS = re.compile(r"^progress:((?:\s+\w+=\S+)+)\s*$")
 BAR_WIDTH = 30
@@ -35,6 +39,8 @@ class ProgressLine:
 
 def parse_progress(line: str) -> ProgressLine | None:
     """The progress report in a runner stderr line, or None for any other line."""
+    if line.lstrip().startswith('{"' + PROGRESS_KEY + '"'):
+        return _parse_json(line)
     match = _PROGRESS.match(line.strip())
     if match is None:
         return None
@@ -48,6 +54,19 @@ def parse_progress(line: str) -> ProgressLine | None:
         )
     except (KeyError, ValueError):
         return None
+
+
+def _parse_json(line: str) -> ProgressLine | None:
+    try:
+        report = ProgressReport.model_validate(json.loads(line)[PROGRESS_KEY])
+    except (ValueError, TypeError, KeyError, ValidationError):
+        return None
+    return ProgressLine(
+        records=report.written + report.failed,
+        rate=report.rate or 0.0,
+        total=report.total,
+        eta=None if report.eta is None else f"{report.eta}s",
+    )
 
 
 def describe(progress: ProgressLine) -> str:

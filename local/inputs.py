@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import secrets
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ Obj = dict[str, Any]
 RUN_UID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_DNS, "runs.longrun.dev")
 
 
+Lookup = Callable[[str, str], Obj | None]
+
+
 class InputError(Exception):
     """The files, flags or objects cannot be run (exit code 2)."""
 
@@ -42,6 +46,8 @@ class Inputs:
     configs: dict[tuple[str, str], Obj] = field(default_factory=dict)
     runs: dict[tuple[str, str], Obj] = field(default_factory=dict)
     secrets: dict[tuple[str, str], dict[str, bytes]] = field(default_factory=dict)
+    models: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    deployments: dict[tuple[str, str], Obj] = field(default_factory=dict)
 
 
 def run_uid(namespace: str, name: str) -> str:
@@ -66,9 +72,20 @@ def load_inputs(paths: Iterable[str], *, namespace: str) -> Inputs:
     return inputs
 
 
+def generated_name(prefix: str) -> str:
+    """`prefix` completed as the API server completes `generateName`: 5 random characters of
+    its alphabet (no vowels, no look-alikes), the whole at most 253 characters."""
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"
+    return prefix[:248] + "".join(secrets.choice(alphabet) for _ in range(5))
+
+
 def _add(inputs: Inputs, doc: Obj, *, namespace: str, file: str) -> None:
     meta = doc.setdefault("metadata", {})
     meta.setdefault("namespace", namespace)
+    if not meta.get("name") and meta.get("generateName"):
+        # A new object, as `kubectl create` makes: a run file with generateName runs afresh
+        # every time (a new UID, so a new work directory: nothing is resumed).
+        meta["name"] = generated_name(str(meta["generateName"]))
     key = (meta["namespace"], str(meta.get("name", "")))
     kind = doc.get("kind")
     if kind == "InferenceConfig":
@@ -77,6 +94,12 @@ def _add(inputs: Inputs, doc: Obj, *, namespace: str, file: str) -> None:
         meta["uid"] = run_uid(*key)
         meta.setdefault("generation", 1)
         inputs.runs[key] = doc
+    elif kind == "Model":
+        inputs.models[key] = doc
+    elif kind == "ModelDeployment":
+        meta["uid"] = run_uid(*key)
+        meta.setdefault("generation", 1)
+        inputs.deployments[key] = doc
     elif kind == "Secret" and doc.get("apiVersion") == "v1":
         inputs.secrets[key] = secret_data(doc, file=file)
 
@@ -137,12 +160,19 @@ def pick_run(inputs: Inputs, name: str | None, *, namespace: str) -> Obj:
     return next(iter(inputs.runs.values()))
 
 
-def resolve_run(run: Obj, inputs: Inputs, *, settings: Settings) -> Resolved:
-    """The run with its config, checked as the controller checks it."""
+def resolve_run(
+    run: Obj, inputs: Inputs, *, settings: Settings, deployments: Lookup | None = None
+) -> Resolved:
+    """The run with its config, checked as the controller checks it; `deployments` finds
+    the ModelDeployment a config's model.deploymentRef names (local/serve.py)."""
     spec, problem = parse_run_spec(run)
     if problem is None and isinstance(spec, InferenceRunSpec):
         result = resolve(
-            run, spec, lookup=lambda ns, n: inputs.configs.get((ns, n)), settings=settings
+            run,
+            spec,
+            lookup=lambda ns, n: inputs.configs.get((ns, n)),
+            settings=settings,
+            deployments=deployments or (lambda _ns, _name: None),
         )
         if isinstance(result, Resolved):
             return result

@@ -62,6 +62,7 @@ class LocalRun:
     console: Console
     stop: threading.Event = field(default_factory=threading.Event)
     backoff: Callable[[int], float] = short_backoff
+    cleanups: list[Callable[[], None]] = field(default_factory=list)  # when the run is over
 
     @property
     def pod_root(self) -> Path:
@@ -72,12 +73,14 @@ class LocalRun:
 def local_source(local: LocalRun) -> MappingSource:
     """The run's ConfigMap and the namespace's Secrets, as the pod's volumes will see them."""
     resolved = local.resolved
-    config_map = build_config_map(resolved)
+    config_map = build_config_map(resolved, local.settings)
     # The one deviation from the cluster: Secrets are materialized under the pod root, not at
     # /var/run/longrun/secrets, so the contract (rendered by the same builder) gets only its
     # secretsDir pointed there. Every other field is exactly what the controller renders.
     secrets_dir = str(local_path(local.pod_root, DEFAULT_SECRETS_DIR))
-    contract = build_contract(resolved).model_copy(update={"secrets_dir": secrets_dir})
+    contract = build_contract(resolved, local.settings).model_copy(
+        update={"secrets_dir": secrets_dir}
+    )
     config_map["data"][names.CONTRACT_KEY] = contract.to_json()
     namespace = resolved.run.namespace
     secrets = {n: dict(d) for (ns, n), d in local.inputs.secrets.items() if ns == namespace}
@@ -236,7 +239,9 @@ def finish(local: LocalRun, occurrence: Occurrence, *, next_time: datetime | Non
         return EXIT_INTERRUPTED
     if outcome.phase == "Succeeded":
         return EXIT_OK
-    bad_input = outcome.reason in (*SETUP_REASONS, "PodFailurePolicy")
+    failed = next((c for c in status.conditions if c.type == "Failed"), None)
+    budget = failed is not None and failed.reason == "ErrorBudgetExceeded"  # final, not bad input
+    bad_input = outcome.reason in (*SETUP_REASONS, "PodFailurePolicy") and not budget
     return EXIT_INVALID if bad_input else EXIT_FAILED
 
 

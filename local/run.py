@@ -32,9 +32,11 @@ from typing import Any, TextIO
 from controller.core.settings import SettingsError, settings_from_env
 from local.display import Console
 from local.inputs import InputError, add_env_files, load_inputs, pick_run, resolve_run
-from local.occurrence import EXIT_INVALID, LocalRun, finish, run_occurrence
+from local.occurrence import EXIT_FAILED, EXIT_INVALID, LocalRun, finish, run_occurrence
 from local.podspec import ImageMap, parse_image_map
+from local.runtimes import RuntimeUnavailable
 from local.schedule import run_scheduled
+from local.serve import DeploymentsForRun, ServeError, pairs
 
 DEFAULT_WORK_DIR = ".longrun"
 
@@ -104,6 +106,20 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="scheduled runs: keep running occurrences at their times until Ctrl-C",
     )
     add(
+        "--pvc",
+        action="append",
+        default=[],
+        metavar="CLAIM=DIR",
+        help="a ModelDeployment started for the run: a directory standing in for a claim",
+    )
+    add(
+        "--runtime-python",
+        action="append",
+        default=[],
+        metavar="RUNTIME=PYTHON",
+        help="a ModelDeployment started for the run: the Python with RUNTIME's server",
+    )
+    add(
         "--backoff-seconds",
         type=float,
         default=None,
@@ -129,10 +145,17 @@ def handle(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     except (InputError, SettingsError, ValueError) as exc:
         print(f"longrun run: {exc}", file=stream)
         return EXIT_INVALID
-    with _sigint_stops(local.stop):
-        if local.resolved.spec.is_scheduled:
-            return run_scheduled(local, follow=args.follow_schedule)
-        return finish(local, run_occurrence(local, job_name=local.resolved.child_name))
+    except (ServeError, RuntimeUnavailable) as exc:
+        print(f"longrun run: the model deployment did not start: {exc}", file=stream)
+        return EXIT_FAILED
+    try:
+        with _sigint_stops(local.stop):
+            if local.resolved.spec.is_scheduled:
+                return run_scheduled(local, follow=args.follow_schedule)
+            return finish(local, run_occurrence(local, job_name=local.resolved.child_name))
+    finally:
+        for stop in local.cleanups:  # the deployments started for this run
+            stop()
 
 
 def prepare(args: argparse.Namespace, *, console: Console) -> LocalRun:
@@ -141,10 +164,22 @@ def prepare(args: argparse.Namespace, *, console: Console) -> LocalRun:
     inputs = load_inputs(args.files, namespace=args.namespace)
     add_env_files(inputs, args.env_file, namespace=args.namespace)
     run = pick_run(inputs, args.run, namespace=args.namespace)
-    resolved = resolve_run(run, inputs, settings=settings)
+    using = DeploymentsForRun(
+        inputs,
+        work_dir=args.work_dir,
+        console=console,
+        pythons=pairs(args.runtime_python, "--runtime-python"),
+        claims=pairs(args.pvc, "--pvc"),
+    )
+    try:
+        resolved = resolve_run(run, inputs, settings=settings, deployments=using.lookup(run))
+    except BaseException:
+        using.stop()
+        raise
     images = ImageMap(settings.default_runner_image, parse_image_map(args.image_map))
     run_dir = Path(args.work_dir).resolve() / "runs" / resolved.run.namespace / resolved.run.name
     local = LocalRun(resolved, settings, inputs, images, run_dir, console)
+    local.cleanups.append(using.stop)
     if args.backoff_seconds is not None:
         local.backoff = fixed_backoff(float(args.backoff_seconds))
     return local

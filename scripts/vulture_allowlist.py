@@ -16,7 +16,10 @@ _.toleration_seconds  # Toleration
 _.allowed_namespaces  # InferenceConfigSpec, read from the raw object by core.resolve
 _.contract_version  # RunnerContract
 _.job_id  # RunnerContract (Krateo's field)
+_.made_at  # ApiKeysStatus (status.apiKeys.madeAt, for people)
 # Framework hooks looked up by name.
+_.pool_classes_by_scheme  # urllib3 PoolManager reads it (runners/httpio.py GuardedAdapter)
+_._create_connection  # http.client's HTTPConnection.connect calls it (runners/netguard.py)
 _.ignore_aliases  # yaml.SafeDumper (controller/crds.py)
 _.api_instance  # kubernetes LeaseLock reads it
 _.keep_alive  # kubernetes Configuration
@@ -38,3 +41,6 @@ _.service_unavailable  # tests/test_ci_services.py
 _.EchoClient  # registered by name through LONGRUN_RUNNER_PLUGINS
 _.GcsBackend  # the test plug-in's backend, named by its settings model
 _.require_controllers  # e2e fixtures for real-control-plane suites
+_.ssl_ca_cert  # kubernetes Configuration (e2e/real)
+_.cert_file  # kubernetes Configuration (e2e/real)
+_.add_cleanup  # e2e/README.md: the real control plane's hook for agents started in-process

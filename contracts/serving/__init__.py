@@ -15,6 +15,7 @@ express a discriminated union, a map with at most one property can.
 from contracts.serving.deployment import (
     IDLE_ABOVE,
     IDLE_WITH_HPA,
+    ApiKeysStatus,
     AuthSpec,
     Autoscaling,
     CacheSpec,
@@ -93,6 +94,7 @@ __all__ = [
     "SERVING_RESOURCE_MODELS",
     "SHA256_PATTERN",
     "SOURCE_HELP",
+    "ApiKeysStatus",
     "Arg",
     "AuthSpec",
     "Autoscaling",

@@ -17,6 +17,7 @@ from contracts.base import (
     DNS_SUBDOMAIN,
     Condition,
     LocalObjectReference,
+    NamespaceName,
     ObjectName,
     Schema,
     cel,
@@ -265,6 +266,14 @@ class ModelDeploymentSpec(Schema):
     cache: CacheSpec = Field(
         default_factory=CacheSpec, description="Model cache.", json_schema_extra=_BLOCK_DEFAULT
     )
+    allowed_namespaces: list[NamespaceName] = Field(
+        default_factory=list,
+        max_length=256,
+        description=(
+            "Other namespaces whose runs may use this deployment (a config's "
+            "model.deploymentRef), as InferenceConfig.spec.allowedNamespaces does for configs."
+        ),
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelDeploymentSpec:
@@ -287,6 +296,34 @@ class ModelDeploymentSpec(Schema):
     def is_on_demand(self) -> bool:
         """True when the deployment idles at `idleReplicas` while no run uses it."""
         return self.idle_replicas is not None
+
+
+KeysReason = Literal["Created", "RotationRequested", "KeyCountChanged", "SecretMissing"]
+
+
+class ApiKeysStatus(Schema):
+    """The keys the controller last wrote into the API-key Secret, never the keys themselves.
+
+    The controller may not read Secrets, so what it needs to know about the keys is kept
+    here: which rotation request they were made for, how many, and a random `version`
+    (the pods' `longrun.dev/api-keys-version`, so new keys roll the pods)."""
+
+    version: Annotated[str, StringConstraints(max_length=64)] = Field(
+        description="Identifies this set of keys (random, not derived from them)."
+    )
+    count: int = Field(ge=1, le=16, description="How many keys the Secret holds.")
+    rotated_for: Annotated[str, StringConstraints(max_length=1024)] = Field(
+        default="",
+        description='The longrun.dev/rotate-api-keys value they were made for ("": none).',
+    )
+    made_at: datetime | None = Field(default=None, description="When they were made.")
+    reason: KeysReason | None = Field(
+        default=None,
+        description=(
+            "Why they were made: Created, RotationRequested, KeyCountChanged, or SecretMissing "
+            "(the Secret was deleted: new keys)."
+        ),
+    )
 
 
 class ModelDeploymentStatus(Schema):
@@ -321,6 +358,9 @@ class ModelDeploymentStatus(Schema):
     runtime: RuntimeKind | None = Field(default=None, description="The runtime (printer column).")
     api_key_secret: ObjectName | None = Field(
         default=None, description=f"Secret holding the API keys (key `{API_KEY_SECRET_KEY}`)."
+    )
+    api_keys: ApiKeysStatus | None = Field(
+        default=None, description="What the controller knows of the keys it made (no key)."
     )
     active_runs: list[Annotated[str, StringConstraints(max_length=317)]] = Field(
         default_factory=list, max_length=64, description="Runs using the deployment now (ns/name)."

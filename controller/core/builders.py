@@ -22,6 +22,7 @@ from contracts.contract import (
     ConfigIdentity,
     RunIdentity,
     RunnerContract,
+    RunnerNetwork,
 )
 from contracts.model import kserve_view
 from contracts.resources import API_VERSION
@@ -105,9 +106,14 @@ def child_metadata(resolved: Resolved, name: str) -> Manifest:
     }
 
 
-def build_contract(resolved: Resolved) -> RunnerContract:
-    """The runner contract of a run: no secret values, only references."""
+def build_contract(resolved: Resolved, settings: Settings | None = None) -> RunnerContract:
+    """The runner contract of a run: no secret values, only references.
+
+    `settings` adds the controller's network rules (DENIED_CIDRS); without any the contract
+    has no `network` block, so it reads exactly as before they existed.
+    """
     cfg, spec = resolved.config_spec, resolved.spec
+    denied = settings.denied_cidrs if settings is not None else ()
     model = cfg.endpoint()
     return RunnerContract(
         job_id=resolved.run.uid,
@@ -133,16 +139,17 @@ def build_contract(resolved: Resolved) -> RunnerContract:
         runner=cfg.runner,
         timeout_seconds=spec.timeout_seconds,
         secrets_dir=DEFAULT_SECRETS_DIR,
+        network=RunnerNetwork(denied_cidrs=list(denied)) if denied else None,
     )
 
 
-def build_config_map(resolved: Resolved) -> Manifest:
+def build_config_map(resolved: Resolved, settings: Settings | None = None) -> Manifest:
     """The ConfigMap holding the contract, owned by the run."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": child_metadata(resolved, names.config_map_name(resolved.run.name)),
-        "data": {names.CONTRACT_KEY: build_contract(resolved).to_json()},
+        "data": {names.CONTRACT_KEY: build_contract(resolved, settings).to_json()},
     }
 
 
@@ -340,12 +347,9 @@ def build_job(resolved: Resolved, settings: Settings) -> Manifest:
     """The Job of a one-shot run, owned by the run."""
     metadata = child_metadata(resolved, names.job_name(resolved.run.name))
     metadata["annotations"].update(auto_delete_annotations(resolved.config_spec))
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": metadata,
-        "spec": build_job_spec(resolved, settings),
-    }
+    spec = build_job_spec(resolved, settings)
+    spec["suspend"] = resolved.spec.suspend or resolved.spec.cancel  # created paused, or not
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
 
 def build_cron_job_spec(resolved: Resolved, settings: Settings) -> Manifest:

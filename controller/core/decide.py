@@ -15,7 +15,7 @@ reconciler observes that answer and decides again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,9 +27,17 @@ from controller.core.conditions import find
 from controller.core.jobs import is_finished, job_state
 from controller.core.pinning import Pin, config_pin
 from controller.core.ports import Kind, Obj
+from controller.core.progress import progress_wait, with_progress
 from controller.core.resolve import resolve
+from controller.core.serving import uses
 from controller.core.settings import Settings
-from controller.core.status import Observed, lost_job_status, one_shot_status, scheduled_status
+from controller.core.status import (
+    FINISHED,
+    Observed,
+    lost_job_status,
+    one_shot_status,
+    scheduled_status,
+)
 from controller.core.validation import Problem
 
 OPTIONAL_CRON = ("timeZone", "startingDeadlineSeconds")
@@ -56,12 +64,13 @@ class Patch:
 
 @dataclass(frozen=True)
 class Delete:
-    """Delete an object, only while it still has `uid`."""
+    """Delete an object, only while it still has `uid`; `why` is for the log."""
 
     kind: Kind
     namespace: str
     name: str
     uid: str
+    why: str = field(default="", compare=False)
 
 
 ChildWrite = Create | Patch
@@ -87,9 +96,14 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     stamp = now.replace(microsecond=0)
     if obs.is_job_lost:
         return Decision((), lost_job_status(obs, now=stamp))
+    if uses.gave_up(obs.previous):  # its deployment never became Available: never starts
+        return Decision((), obs.previous)
     writes: tuple[ChildWrite, ...] = ()
     problem, pin = obs.problem, None
-    if problem is None and not obs.is_started:
+    if problem is None and obs.is_started:
+        # Frozen, but for the two fields a user may change: suspend, and cancel (for good).
+        writes = tuple(w for w in [suspend_write(obs)] if w is not None)
+    elif problem is None and not obs.spec.cancel:  # cancelled before it started: nothing runs
         resolved = _resolve(obs, settings)
         pin = None if isinstance(resolved, Problem) else config_pin(obs)
         if isinstance(resolved, Problem):
@@ -97,12 +111,49 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         elif obs.answer is not None or (pin is not None and not pin.follow):
             problem = obs.answer or (pin.problem if pin else None)
         else:
-            config_map = builders.build_config_map(resolved)
+            config_map = builders.build_config_map(resolved, settings)
             job = builders.build_job(resolved, settings)
             writes, problem = _child_writes(obs, [(config_map, obs.config_map), (job, obs.job)])
     status = _pinned(one_shot_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
+    status = with_progress(status, obs, now=stamp)
+    status, waiting = uses.waiting_status(
+        status,
+        problem,
+        run=obs.run,
+        timeout_seconds=obs.spec.timeout_seconds,
+        generation=obs.generation,
+        now=stamp,
+    )
     deletions, wait = _run_deletion(obs, status, now=now)
-    return Decision(writes, status, deletions, wait)
+    return Decision(
+        writes,
+        status,
+        deletions,
+        _soonest(wait, waiting, progress_wait(status, obs, settings, now=now)),
+    )
+
+
+def _soonest(*waits: float | None) -> float | None:
+    pending = [w for w in waits if w is not None and w > 0]
+    return min(pending) if pending else None
+
+
+def suspend_write(obs: Observed) -> Patch | None:
+    """The patch suspending (`spec.suspend` or `spec.cancel`) or resuming a one-shot run's
+    Job, while the Job is ours and has not finished; None when it is as wanted."""
+    job, uid = obs.job, str((obs.run.get("metadata") or {}).get("uid") or "")
+    if job is None or not is_owned_by(job, uid) or is_finished(job_state(job)):
+        return None
+    body = job_suspend_patch(job, wanted=obs.spec.suspend or obs.spec.cancel)
+    meta = job["metadata"]
+    return None if body is None else Patch("Job", meta["namespace"], meta["name"], body)
+
+
+def job_suspend_patch(current: Obj, *, wanted: bool) -> Obj | None:
+    """`spec.suspend`, the one field of a Job longrun changes after creating it."""
+    if bool((current.get("spec") or {}).get("suspend")) == wanted:
+        return None
+    return {"spec": {"suspend": wanted}}
 
 
 def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
@@ -120,13 +171,14 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         # The CronJob keeps running the accepted version; nothing may start without one.
         problem = pin.problem if obs.cron_job is None else None
     elif resolved is not None:
-        config_map = builders.build_config_map(resolved)
+        config_map = builders.build_config_map(resolved, settings)
         cron_job = builders.build_cron_job(resolved, settings)
         pairs = [(config_map, obs.config_map), (cron_job, obs.cron_job)]
         writes, problem = _child_writes(obs, pairs)
     stamp = now.replace(microsecond=0)
     status = _pinned(scheduled_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
-    waits = [_until_next(status, settings, now=now)]
+    status = with_progress(status, obs, now=stamp)
+    waits = [_until_next(status, settings, now=now), progress_wait(status, obs, settings, now=now)]
     deletions: list[Delete] = []
     if resolved is not None:
         spec = resolved.config_spec
@@ -135,10 +187,9 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
                 job, spec.auto_delete_policy, spec.auto_delete_delay_seconds, now
             )
             if wait == 0:
-                deletions.append(_delete("Job", job))
+                deletions.append(_delete("Job", job, why=spec.auto_delete_policy))
             waits.append(wait)
-    pending = [w for w in waits if w is not None and w > 0]
-    return Decision(writes, status, tuple(deletions), min(pending) if pending else None)
+    return Decision(writes, status, tuple(deletions), _soonest(*waits))
 
 
 def _pinned(
@@ -162,7 +213,13 @@ def _pinned(
 
 
 def _resolve(obs: Observed, settings: Settings) -> Resolved | Problem:
-    return resolve(obs.run, obs.spec, lookup=lambda _ns, _name: obs.config, settings=settings)
+    return resolve(
+        obs.run,
+        obs.spec,
+        lookup=lambda _ns, _name: obs.config,
+        settings=settings,
+        deployments=lambda _ns, _name: obs.deployment,
+    )
 
 
 # -- child writes ---------------------------------------------------------------------------
@@ -208,12 +265,15 @@ def drift_patch(desired: Obj, current: Obj) -> Obj | list[Obj] | None:
     """The patch that brings a child we own back to `desired`, or None when current.
 
     Only fields we own are written: a ConfigMap's data; a CronJob's spec, whose drift
-    shows in our spec-hash annotation (the API server defaults fields we never set). A
-    Job is never updated: its pod template is immutable, and so is a one-shot run.
+    shows in our spec-hash annotation (the API server defaults fields we never set). Of a
+    Job only `spec.suspend`: its pod template is immutable, and so is a one-shot run but
+    for `suspend` and `cancel`.
     """
     kind = desired["kind"]
     if kind == "ConfigMap":
         return None if current.get("data") == desired["data"] else {"data": desired["data"]}
+    if kind == "Job":
+        return job_suspend_patch(current, wanted=bool(desired["spec"].get("suspend")))
     if kind == "CronJob" and _hash_of(current) != (wanted := _hash_of(desired)):
         return [*cron_job_ops(current, desired["spec"]), _annotation_op(current, wanted or "")]
     return None
@@ -264,9 +324,10 @@ def _annotation_op(current: Obj, wanted: str) -> Obj:
 
 
 def should_delete(policy: str, phase: str | None) -> bool:
-    """Whether autoDeletePolicy removes something that finished in `phase`."""
+    """Whether autoDeletePolicy removes something that finished in `phase` (a cancelled run
+    completed too: its counts are in its status until the delay is over)."""
     if policy == "DeleteOnCompletion":
-        return phase in ("Succeeded", "Failed")
+        return phase in FINISHED
     return policy == "DeleteOnSuccess" and phase == "Succeeded"
 
 
@@ -279,16 +340,17 @@ def _run_deletion(
     obs: Observed, status: InferenceRunStatus, *, now: datetime
 ) -> tuple[tuple[Delete, ...], float | None]:
     # The policy and delay travel on the Job (annotations), fixed when it was made.
-    if obs.job is None or status.phase not in ("Succeeded", "Failed"):
+    if obs.job is None or status.phase not in FINISHED:
         return (), None
     annotations = obs.job["metadata"].get("annotations") or {}
-    if not should_delete(annotations.get(names.POLICY_ANNOTATION, "None"), status.phase):
+    policy = annotations.get(names.POLICY_ANNOTATION, "None")
+    if not should_delete(policy, status.phase):
         return (), None
     delay = int(annotations.get(names.DELAY_ANNOTATION) or 0)
     wait = _remaining(status.completion_time, delay, now=now)
     if wait > 0:
         return (), wait
-    return (_delete("InferenceRun", obs.run),), None
+    return (_delete("InferenceRun", obs.run, why=policy),), None
 
 
 def _job_deletion_wait(job: Obj, policy: str, delay: int, now: datetime) -> float | None:
@@ -312,6 +374,6 @@ def _until_next(status: InferenceRunStatus, settings: Settings, *, now: datetime
     return min(max(seconds, 1.0), settings.polling_interval)
 
 
-def _delete(kind: Kind, obj: Obj) -> Delete:
+def _delete(kind: Kind, obj: Obj, *, why: str) -> Delete:
     meta: dict[str, Any] = obj["metadata"]
-    return Delete(kind, meta["namespace"], meta["name"], meta["uid"])
+    return Delete(kind, meta["namespace"], meta["name"], meta["uid"], f"autoDeletePolicy={why}")

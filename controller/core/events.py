@@ -45,13 +45,19 @@ def transition_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[
     ):
         events.append(EventSpec("Warning", current.reason, current.message))
     if new.phase != old.phase and new.phase is not None:
-        events.append(_phase_event(new))
+        events.append(_phase_event(new, was=old.phase))
     events.extend(_execution_events(old, new))
     return events
 
 
-def _phase_event(new: InferenceRunStatus) -> EventSpec:
+def _phase_event(new: InferenceRunStatus, *, was: str | None) -> EventSpec:
     phase = new.phase
+    if phase == "Running" and was == "Suspended" and new.job_name:
+        return EventSpec("Normal", "Resumed", f"Job {new.job_name} resumed")
+    if phase == "Suspended" and new.job_name:
+        return EventSpec("Normal", "Suspended", f"Job {new.job_name} is suspended")
+    if phase == "Cancelled":
+        return EventSpec("Normal", "Cancelled", _cancelled_text(new))
     if phase == "Pending":
         what = new.job_name or new.cron_job_name
         text = f"created Job {what}" if what else "waiting to start"
@@ -62,7 +68,7 @@ def _phase_event(new: InferenceRunStatus) -> EventSpec:
         return EventSpec("Warning", reason, new.message or "the run failed")
     messages = {
         "Running": f"Job {new.job_name} is running",
-        "Succeeded": f"Job {new.job_name} succeeded",
+        "Succeeded": f"Job {new.job_name} succeeded{counts_text(new)}",
         "Scheduled": f"CronJob {new.cron_job_name} is scheduled",
         "Suspended": f"CronJob {new.cron_job_name} is suspended",
     }
@@ -84,3 +90,20 @@ def _execution_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[
                 EventSpec("Warning", "ExecutionFailed", f"Job {execution.job_name} failed")
             )
     return events
+
+
+def _cancelled_text(new: InferenceRunStatus) -> str:
+    if not new.job_name:
+        return "cancelled before it started"
+    return f"Job {new.job_name} cancelled; the committed output is kept{counts_text(new)}"
+
+
+def counts_text(status: InferenceRunStatus) -> str:
+    """`: 120 written, 3 failed of 200 read` from the result, or nothing without one."""
+    result = status.result
+    if result is None:
+        return ""
+    return (
+        f": {result.records_written} written, {result.records_failed} failed "
+        f"of {result.records_read} read"
+    )

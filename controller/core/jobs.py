@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,12 +24,15 @@ from controller.core import names
 Obj = dict[str, Any]
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 EXIT_MEANINGS = {
-    EXIT_BAD_CONTRACT: "the contract or config is invalid (not retried)",
+    EXIT_BAD_CONTRACT: (
+        "a permanent error, not retried: an invalid contract or config, or the error budget spent"
+    ),
     EXIT_INPUT: "reading the input failed",
     EXIT_INFERENCE: "calling the model failed",
     EXIT_OUTPUT: "writing the output failed",
 }
 FAILURE_REASONS = {"PodFailurePolicy": "BadContract"}
+BUDGET_REASON_PREFIX = "error budget exceeded"  # how the runner's summary reason starts
 _RESULT_KEYS = frozenset(RunResult.model_json_schema(by_alias=True)["properties"])
 
 
@@ -37,11 +40,11 @@ _RESULT_KEYS = frozenset(RunResult.model_json_schema(by_alias=True)["properties"
 class JobState:
     """Where one execution (a Job) stands."""
 
-    phase: str  # Pending, Running, Succeeded, Failed
+    phase: str  # Pending, Running, Suspended, Succeeded, Failed
     reason: str
     message: str = ""
     start_time: datetime | None = None
-    finish_time: datetime | None = None
+    finish_time: datetime | None = None  # Suspended: since when
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,9 @@ def job_state(job: Obj) -> JobState:
     Only `Complete` and `Failed` end an execution. A started Job never goes back to
     Pending: it has `active: 0` between a failed pod and its replacement (the back-off),
     and from Kubernetes 1.31 on it has `SuccessCriteriaMet` or `FailureTarget` while its
-    pods terminate, before `Complete` or `Failed`. Both mean Running (finishing).
+    pods terminate, before `Complete` or `Failed`. Both mean Running (finishing). A
+    suspended Job (`spec.suspend`, condition `Suspended`) has deleted its pods and may have
+    lost its `startTime`: it is Suspended, never Pending; resumed, it runs again.
     """
     status = job.get("status") or {}
     started = parse_time(status.get("startTime"))
@@ -99,6 +104,9 @@ def job_state(job: Obj) -> JobState:
     for finishing in ("SuccessCriteriaMet", "FailureTarget"):
         if true_condition(job, finishing):
             return JobState("Running", finishing, "", started)
+    if suspended := true_condition(job, "Suspended"):
+        since = parse_time(suspended.get("lastTransitionTime"))
+        return JobState("Suspended", "JobSuspended", "", started, since)
     if int(status.get("active") or 0) > 0:
         return JobState("Running", "JobRunning", "", started)
     if started is not None or int(status.get("failed") or 0) > 0:
@@ -150,6 +158,15 @@ def runner_exit(pods: Sequence[Obj], job_name: str) -> RunnerExit | None:
     result, note = parse_result(str(state.get("message") or ""))
     code = state.get("exitCode")
     return RunnerExit(code if isinstance(code, int) else None, result, note)
+
+
+def with_runner_reason(state: JobState, exit_: RunnerExit | None) -> JobState:
+    """The Job's state, with `ErrorBudgetExceeded` instead of `BadContract` when the runner's
+    summary says exit code 2 came from a spent error budget (both are final)."""
+    reason = (exit_.result.reason or "") if exit_ is not None and exit_.result is not None else ""
+    if state.reason == "BadContract" and reason.startswith(BUDGET_REASON_PREFIX):
+        return replace(state, reason="ErrorBudgetExceeded")
+    return state
 
 
 def failure_message(state: JobState, exit_: RunnerExit | None) -> str:

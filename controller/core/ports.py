@@ -66,6 +66,13 @@ class Cluster(Protocol):
         """A live list of a Job's pods (when the pod cache lags behind the Job's)."""
         ...
 
+    def pod_log(
+        self, namespace: str, name: str, *, container: str, tail_lines: int, limit_bytes: int
+    ) -> str:
+        """The last `tail_lines` lines of a container's log, at most `limit_bytes` of them
+        (the `pods/log` subresource); raises ApiError."""
+        ...
+
     def read(self, kind: Kind, namespace: str, name: str) -> Obj | None:
         """A live read (after AlreadyExists, when the cache may lag)."""
         ...

@@ -10,6 +10,7 @@ condition; none is retried until the run or the config changes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from pydantic import ValidationError
 
@@ -19,6 +20,7 @@ from controller.core.builders import ObjectIdentity, Resolved, image_of, service
 from controller.core.jobs import Obj
 from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.secretrefs import secret_uses
+from controller.core.serving import uses
 from controller.core.settings import Settings
 from controller.core.validation import (
     Problem,
@@ -107,9 +109,15 @@ def check(resolved: Resolved, settings: Settings) -> Problem | None:
 
 
 def resolve(
-    run: Obj, spec: InferenceRunSpec, *, lookup: ConfigLookup, settings: Settings
+    run: Obj,
+    spec: InferenceRunSpec,
+    *,
+    lookup: ConfigLookup,
+    settings: Settings,
+    deployments: ConfigLookup = lambda _ns, _name: None,
 ) -> Resolved | Problem:
-    """The run with its config, validated; or the first problem a user must fix."""
+    """The run with its config, validated; or the first problem a user must fix (or, for a
+    config's model.deploymentRef, the deployment the run waits for: serving/uses.py)."""
     config = find_config(run, spec, lookup)
     if isinstance(config, Problem):
         return config
@@ -117,4 +125,21 @@ def resolve(
     if isinstance(config_spec, Problem):
         return config_spec
     resolved = Resolved(identity(run), spec, identity(config), config_spec)
-    return check(resolved, settings) or resolved
+    return check(resolved, settings) or _with_deployment(resolved, config, deployments)
+
+
+def _with_deployment(
+    resolved: Resolved, config: Obj, deployments: ConfigLookup
+) -> Resolved | Problem:
+    """The run with its config's deploymentRef replaced by what the deployment serves."""
+    target = uses.target_of(config)
+    if target is None:
+        return resolved
+    found = uses.with_deployment(
+        resolved.config_spec,
+        config,
+        deployments(target.namespace, target.name),
+        run_namespace=resolved.run.namespace,
+        scheduled=resolved.spec.is_scheduled,
+    )
+    return found if isinstance(found, Problem) else replace(resolved, config_spec=found)

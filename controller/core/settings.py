@@ -13,6 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from contracts.contract import checked_cidr
+
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 # Started by hand (a workstation, CI), /metrics and the probes answer only on this machine.
 # The chart binds them to the pod's network, where the kubelet and Prometheus reach them.
@@ -75,11 +77,23 @@ def parse_address(text: str, *, name: str) -> str:
         ) from None
 
 
+def parse_cidrs(text: str, *, name: str) -> tuple[str, ...]:
+    """Comma-separated CIDRs, each made canonical (an address alone is a /32 or /128)."""
+    cidrs = []
+    for item in parse_list(text):
+        try:
+            cidrs.append(checked_cidr(item))
+        except ValueError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
+    return tuple(dict.fromkeys(cidrs))
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the controller reads from its environment."""
 
     polling_interval: float = 300.0
+    progress_interval: float = 15.0  # the least time between two reads of a run's progress
     max_reconcile_rate: int = 1
     watch_namespaces: tuple[str, ...] = ()
     default_runner_image: str = DEFAULT_IMAGE
@@ -88,6 +102,8 @@ class Settings:
     allowed_pod_labels: tuple[str, ...] = ()
     allowed_pod_annotations: tuple[str, ...] = ()
     allowed_tolerations: tuple[str, ...] = ()
+    # Networks runner pods never connect to, enforced by the runner after DNS resolution.
+    denied_cidrs: tuple[str, ...] = ()
     runner_service_account: str | None = None
     leader_election: bool = True
     leader_election_namespace: str = "default"
@@ -126,6 +142,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         raise SettingsError(f"LOG_FORMAT={log_format!r} is not json or text")
     return Settings(
         polling_interval=parse_duration(get("POLLING_INTERVAL", "5m"), name="POLLING_INTERVAL"),
+        progress_interval=parse_duration(get("PROGRESS_INTERVAL", "15s"), name="PROGRESS_INTERVAL"),
         max_reconcile_rate=parse_int(get("MAX_RECONCILE_RATE", "1"), name="MAX_RECONCILE_RATE"),
         watch_namespaces=parse_list(get("WATCH_NAMESPACES", "")),
         default_runner_image=get("DEFAULT_RUNNER_IMAGE", "") or DEFAULT_IMAGE,
@@ -134,6 +151,7 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         allowed_pod_labels=parse_list(get("ALLOWED_POD_LABELS", "")),
         allowed_pod_annotations=parse_list(get("ALLOWED_POD_ANNOTATIONS", "")),
         allowed_tolerations=parse_list(get("ALLOWED_TOLERATIONS", "")),
+        denied_cidrs=parse_cidrs(get("DENIED_CIDRS", ""), name="DENIED_CIDRS"),
         runner_service_account=get("RUNNER_SERVICE_ACCOUNT") or None,
         leader_election=parse_bool(get("LEADER_ELECTION", "true"), name="LEADER_ELECTION"),
         leader_election_namespace=get("LEADER_ELECTION_NAMESPACE") or default_namespace(env),

@@ -17,21 +17,38 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from contracts.run import HISTORY_LIMIT, Execution, InferenceRunSpec, InferenceRunStatus
+from contracts.run import (
+    HISTORY_LIMIT,
+    Execution,
+    InferenceRunSpec,
+    InferenceRunStatus,
+    RunResult,
+)
 from controller.core import conditions as cond
 from controller.core.conditions import Want
 from controller.core.jobs import (
     JobState,
     Obj,
+    RunnerExit,
     failure_message,
     is_finished,
     job_state,
     parse_time,
     runner_exit,
+    with_runner_reason,
 )
 from controller.core.validation import Problem
 
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+FINISHED = ("Succeeded", "Failed", "Cancelled")  # a one-shot run's final phases
+
+
+@dataclass(frozen=True)
+class RunnerLog:
+    """The tail of a running runner's log, read this pass for `status.progress`."""
+
+    job_name: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,7 @@ class Observed:
     spec: InferenceRunSpec
     previous: InferenceRunStatus
     config: Obj | None = None
+    deployment: Obj | None = None  # the ModelDeployment the config's model.deploymentRef names
     config_map: Obj | None = None
     job: Obj | None = None
     cron_job: Obj | None = None
@@ -53,6 +71,7 @@ class Observed:
     pods: Sequence[Obj] = ()
     problem: Problem | None = None
     answer: Problem | None = None
+    runner_log: RunnerLog | None = None  # None: not read this pass
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
@@ -93,25 +112,76 @@ def finish_wants(state: JobState | None, message: str) -> list[Want]:
     ]
 
 
+def one_shot_phase(obs: Observed, state: JobState | None) -> str:
+    """The run's phase from its Job: the Job's, except that a cancelled run is Cancelled once
+    its Job is suspended (or when it never had one), unless the Job finished first."""
+    if state is not None and is_finished(state):
+        return state.phase
+    if obs.spec.cancel and (state is None or state.phase == "Suspended"):
+        return "Cancelled"
+    return state.phase if state else "Pending"
+
+
 def one_shot_status(obs: Observed, *, problem: Problem | None, now: datetime) -> InferenceRunStatus:
     """Status of a one-shot run from its Job and pods."""
-    state = job_state(obs.job) if obs.job is not None else None
     job_name = (obs.job or {}).get("metadata", {}).get("name")
     exit_ = runner_exit(obs.pods, job_name) if job_name else None
+    state = with_runner_reason(job_state(obs.job), exit_) if obs.job is not None else None
+    phase = one_shot_phase(obs, state)
     failed_msg = failure_message(state, exit_) if state and state.phase == "Failed" else ""
     note = exit_.note if exit_ else None
-    wants = [accepted_want(problem), *finish_wants(state, failed_msg)]
     prev = obs.previous
+    start = _earliest(prev.start_time if state else None, state.start_time if state else None)
+    if phase == "Cancelled":
+        done = prev.completion_time if prev.phase == "Cancelled" else None
+        state = JobState("Cancelled", "Cancelled", "", start, done or now)
+    wants = [accepted_want(problem), *finish_wants(state, failed_msg)]
     return InferenceRunStatus(
-        phase=state.phase if state else "Pending",
+        phase=phase,
         message=_message(problem, failed_msg, note),
         observed_generation=obs.generation,
         conditions=cond.resolve(prev.conditions, wants, now=now, generation=obs.generation),
         config_map_name=(obs.config_map or {}).get("metadata", {}).get("name"),
         job_name=job_name,
-        start_time=state.start_time if state else None,
-        completion_time=state.finish_time if state and is_finished(state) else None,
-        result=(exit_.result if exit_ and exit_.result else prev.result) if state else None,
+        start_time=start,
+        completion_time=state.finish_time if state and phase in FINISHED else None,
+        result=_final_result(phase, exit_, prev),
+    )
+
+
+def _earliest(*times: datetime | None) -> datetime | None:
+    """The first of the known times: a resumed Job restarts its `startTime`, the run does not."""
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+def _final_result(
+    phase: str, exit_: RunnerExit | None, prev: InferenceRunStatus
+) -> RunResult | None:
+    """The runner's summary once the run finished (none before: a stopped or retried pod's
+    summary is not the run's). Cancelled: the summary the runner wrote on SIGTERM, or the
+    last progress it reported, whichever counted more (both are whole-run counts)."""
+    if phase not in FINISHED:
+        return None
+    found = exit_.result if exit_ and exit_.result else prev.result
+    if phase != "Cancelled":
+        return found
+    return max(
+        (r for r in (found, _progress_result(prev)) if r is not None),
+        key=lambda r: r.records_written + r.records_failed,
+        default=None,
+    )
+
+
+def _progress_result(prev: InferenceRunStatus) -> RunResult | None:
+    progress = prev.progress
+    if progress is None or progress.records_read is None:
+        return None
+    return RunResult(
+        records_read=progress.records_read,
+        records_written=progress.records_written or 0,
+        records_failed=progress.records_failed or 0,
+        reason="cancelled (counts from the last progress report)",
     )
 
 
@@ -121,7 +191,7 @@ def lost_job_status(obs: Observed, *, now: datetime) -> InferenceRunStatus:
     A finished run keeps its record as it was; an unfinished one fails with `JobDeleted`.
     """
     prev = obs.previous
-    if prev.phase in ("Succeeded", "Failed"):
+    if prev.phase in FINISHED:
         return prev
     message = (
         f'Job "{prev.job_name}" was deleted before it finished; a one-shot run never runs '
@@ -167,7 +237,8 @@ def execution_of(job: Obj, pods: Sequence[Obj]) -> Execution:
     scheduled = parse_time((meta.get("annotations") or {}).get(SCHEDULED_ANNOTATION))
     return Execution(
         job_name=meta["name"],
-        phase=state.phase,
+        # Someone suspended a CronJob's Job by hand: it started, so it never shows as Pending.
+        phase="Running" if state.phase == "Suspended" else state.phase,
         schedule_time=scheduled or parse_time(meta.get("creationTimestamp")),
         start_time=state.start_time,
         completion_time=state.finish_time if is_finished(state) else None,

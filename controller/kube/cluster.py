@@ -46,6 +46,9 @@ CHILD_KINDS = ("ConfigMap", "Job", "CronJob", "Pod")
 SPEC_KINDS = ("InferenceRun", "InferenceConfig")  # reconciled on spec changes only
 
 
+Listener = Callable[[str, Obj, bool], None]
+
+
 class Enqueue(Protocol):
     """Queues a run key; `urgent` keys go first (WorkQueue.add)."""
 
@@ -83,6 +86,7 @@ class KubeCluster:
         self._fresh_lock = threading.Lock()
         self._events: queue.Queue[Obj | None] = queue.Queue()
         self._event_thread = threading.Thread(target=self._post_events, name="events", daemon=True)
+        self._listeners: list[Listener] = []
         for kind in ("InferenceRun", "InferenceConfig", *CHILD_KINDS):
             self._informers[kind] = [self._informer(kind, ns) for ns in self._namespaces]
 
@@ -136,6 +140,13 @@ class KubeCluster:
         )
         for wake in found:
             self._enqueue(wake.key, urgent=wake.urgent)
+        for listener in self._listeners:
+            listener(kind, obj, present)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Also hand every informer event (kind, object, present) to `listener`: the serving
+        adapter follows runs and configs this way, on the same watches (before start)."""
+        self._listeners.append(listener)
 
     def _delivered(self, kind: str, key: str, obj: Obj, *, present: bool) -> Obj | None:
         """Forget our write of `key` once the watch delivers it (or a newer version, or its
@@ -258,6 +269,19 @@ class KubeCluster:
         query = [("labelSelector", f"batch.kubernetes.io/job-name={job_name}")]
         data = self.transport.request("GET", resource_path("Pod", namespace), query=query)
         return [trim("Pod", item) for item in (data or {}).get("items") or []]
+
+    def pod_log(
+        self, namespace: str, name: str, *, container: str, tail_lines: int, limit_bytes: int
+    ) -> str:
+        """The tail of a container's log (`pods/log`, read-only)."""
+        query = [
+            ("container", container),
+            ("tailLines", tail_lines),
+            ("limitBytes", limit_bytes),
+        ]
+        return self.transport.request_text(
+            resource_path("Pod", namespace, name=name, sub="log"), query=query
+        )
 
     def read(self, kind: Kind, namespace: str, name: str) -> Obj | None:
         """A live GET; None on 404."""

@@ -32,6 +32,17 @@ PATHS: dict[str, tuple[str, str]] = {
     "ConfigMap": ("/api/v1", "configmaps"),
     "Pod": ("/api/v1", "pods"),
     "Event": ("/api/v1", "events"),
+    # The serving half (controller/kube/serving.py). Secrets are only ever written there.
+    "ModelDeployment": (CRD_PREFIX, "modeldeployments"),
+    "Model": (CRD_PREFIX, "models"),
+    "Secret": ("/api/v1", "secrets"),
+    "Service": ("/api/v1", "services"),
+    "PersistentVolumeClaim": ("/api/v1", "persistentvolumeclaims"),
+    "Deployment": ("/apis/apps/v1", "deployments"),
+    "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
+    "Ingress": ("/apis/networking.k8s.io/v1", "ingresses"),
+    "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
+    "Certificate": ("/apis/cert-manager.io/v1", "certificates"),
 }
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -115,6 +126,22 @@ class Transport:
             raise _api_error(resp.status, data, headers=resp.headers)
         return json.loads(data) if data else None
 
+    def request_text(self, path: str, *, query: list[tuple[str, Any]]) -> str:
+        """GET a plain-text answer (a pod's log); the text, or ApiError."""
+        resp = self._send(
+            "GET",
+            path,
+            query=query,
+            body=None,
+            content_type="application/json",
+            timeout=self.timeout,
+            accept="text/plain, */*",
+        )
+        data = resp.read()
+        if not 200 <= resp.status < 300:
+            raise _api_error(resp.status, data, headers=resp.headers)
+        return bytes(data).decode("utf-8", "replace")
+
     def stream(self, path: str, *, query: list[tuple[str, Any]]) -> Any:
         """An open watch response (urllib3), for `kubernetes.watch.Watch`.
 
@@ -139,10 +166,11 @@ class Transport:
         body: Any,
         content_type: str,
         timeout: tuple[float, float] | None,
+        accept: str = "application/json",
     ) -> Any:
         if self._on_request is not None:
             self._on_request(method)
-        headers = {"Accept": "application/json", "Content-Type": content_type}
+        headers = {"Accept": accept, "Content-Type": content_type}
         params = self.api_client.param_serialize(
             method=method,
             resource_path=path,

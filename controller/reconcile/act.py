@@ -10,17 +10,33 @@ The rules the code relies on:
   is reported the same way, and retried with backoff, since the quota may free up.
   Every other error propagates, and the work queue retries it with backoff.
 - What the API server answered is observed: the reconciler decides again from it.
+
+Every write that changes the world is logged (JSON, with the run key and reconcile id from
+`controller.runtime.logs`): children created or changed, suspend/resume, each transition
+the events publish (a run finished, with its counts; a user error, with its reason), and
+the deletions of `autoDeletePolicy`.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
-from controller.core.decide import ChildWrite, Create, Decision, Delete, is_owned_by, not_owned
-from controller.core.events import transition_events
+from contracts.run import InferenceRunStatus
+from controller.core.decide import (
+    ChildWrite,
+    Create,
+    Decision,
+    Delete,
+    is_owned_by,
+    not_owned,
+)
+from controller.core.events import EventSpec, transition_events
 from controller.core.ports import ApiError, Cluster, Kind, Obj
-from controller.core.status import Observed, normalize
+from controller.core.status import FINISHED, Observed, normalize
 from controller.core.validation import Problem
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,7 @@ def write_children(cluster: Cluster, writes: tuple[ChildWrite, ...], *, uid: str
     for write in writes:
         try:
             objects.append((write.kind, _write(cluster, write, uid=uid)))
+            _log_write(write)
         except _UserError as exc:
             return Written(tuple(objects), exc.problem)
         except ApiError as exc:
@@ -74,6 +91,18 @@ class _UserError(Exception):
     def __init__(self, problem: Problem) -> None:
         super().__init__(problem.message)
         self.problem = problem
+
+
+def _log_write(write: ChildWrite) -> None:
+    if isinstance(write, Create):
+        name = write.body["metadata"]["name"]
+        log.info("created %s %s", write.kind, name, extra={"kind": write.kind, "object": name})
+        return
+    verb = "updated"
+    if write.kind == "Job" and isinstance(write.body, dict):
+        verb = "suspended" if write.body["spec"]["suspend"] else "resumed"
+    extra = {"kind": write.kind, "object": write.name}
+    log.info("%s %s %s", verb, write.kind, write.name, extra=extra)
 
 
 def _write(cluster: Cluster, write: ChildWrite, *, uid: str) -> Obj:
@@ -109,14 +138,45 @@ def publish(cluster: Cluster, obs: Observed, decision: Decision) -> None:
     new, old = normalize(decision.status), normalize(obs.run.get("status"))
     if new == old:
         return
-    patch: Obj = {**{k: None for k in old if k not in new}, **new}
+    patch = merge_patch(old, new)
     meta = obs.run["metadata"]
     run = cluster.patch_status(meta["namespace"], meta["name"], patch)
     for event in transition_events(obs.previous, decision.status):
         cluster.emit_event(run, type_=event.type, reason=event.reason, message=event.message)
+        _log_event(event, decision.status)
+
+
+def merge_patch(old: Obj, new: Obj) -> Obj:
+    """The JSON merge patch (RFC 7386) turning `old` into `new`: every key of `new`, and null
+    for each key `old` has and `new` lacks, at any depth (`progress.rateText` of a run that
+    stopped running goes, not only whole top-level fields)."""
+    patch: Obj = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, dict) and isinstance(before, dict):
+            value = merge_patch(before, value)
+        patch[key] = value
+    return patch
+
+
+def _log_event(event: EventSpec, status: InferenceRunStatus) -> None:
+    """A transition as a log line: the event's reason and words, the phase, and the counts
+    of a finished run."""
+    extra: dict[str, object] = {"reason": event.reason, "phase": status.phase}
+    if status.phase in FINISHED and status.result is not None:
+        result = status.result
+        extra.update(
+            records_read=result.records_read,
+            records_written=result.records_written,
+            records_failed=result.records_failed,
+        )
+    level = logging.WARNING if event.type == "Warning" else logging.INFO
+    log.log(level, "%s: %s", event.reason, event.message, extra=extra)
 
 
 def delete(cluster: Cluster, deletions: tuple[Delete, ...]) -> None:
     """Delete each object, only while it still has the uid the decision saw."""
     for item in deletions:
+        extra = {"kind": item.kind, "object": item.name, "policy": item.why}
+        log.info("deleting %s %s (%s)", item.kind, item.name, item.why, extra=extra)
         cluster.delete(item.kind, item.namespace, item.name, uid=item.uid)

@@ -6,24 +6,42 @@ Reads come from the informer caches, with two live reads where a cache may lag:
 - a Job finished but its pods' watch has not delivered the runner's exit yet: list
   its pods once, on the pass that sees it finish (a scheduled run's Job may be
   deleted right after this pass, so its result is read now or never).
+And one read no cache holds: the tail of a running runner's log, for its progress, when
+the core says it is due (`controller.core.progress`: at most once per interval, only for
+a Job that runs). A failed read is no error: the progress waits for the next interval.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
 from contracts.run import ConfigRef, InferenceRunSpec
-from controller.core import names
+from controller.core import names, progress
 from controller.core.decide import is_deleting, is_owned_by
 from controller.core.jobs import is_finished, job_state, runner_exit
-from controller.core.ports import Cluster, Obj
+from controller.core.ports import ApiError, Cluster, Obj
 from controller.core.resolve import parse_run_spec
-from controller.core.status import Observed, previous_status
+from controller.core.serving import uses
+from controller.core.settings import Settings
+from controller.core.status import FINISHED, Observed, RunnerLog, previous_status
 
+log = logging.getLogger(__name__)
+Lookup = Callable[[str, str], Obj | None]
 PLACEHOLDER_SPEC = InferenceRunSpec(config_ref=ConfigRef(name="invalid"))
-FINISHED = ("Succeeded", "Failed")
 
 
-def observe(cluster: Cluster, key: str) -> Observed | None:
-    """Everything about the run `key`; None when it is gone or being deleted."""
+def observe(
+    cluster: Cluster,
+    key: str,
+    *,
+    settings: Settings,
+    now: datetime,
+    deployments: Lookup | None = None,
+) -> Observed | None:
+    """Everything about the run `key`; None when it is gone or being deleted. `deployments`
+    reads a ModelDeployment from the serving adapter's cache (a config's deploymentRef)."""
     namespace, name = names.split_key(key)
     run = cluster.get_run(namespace, name)
     if run is None or is_deleting(run):
@@ -42,8 +60,17 @@ def observe(cluster: Cluster, key: str) -> Observed | None:
         pods=children.pods,
         problem=problem,
     )
+    obs = _with_deployment(obs, deployments)
     obs = _with_lost_job(cluster, obs)
-    return _with_exits(cluster, obs)
+    obs = _with_exits(cluster, obs)
+    return _with_runner_log(cluster, obs, settings=settings, now=now)
+
+
+def _with_deployment(obs: Observed, deployments: Lookup | None) -> Observed:
+    target = uses.target_of(obs.config) if obs.config is not None else None
+    if target is None or deployments is None:
+        return obs
+    return Observed(**{**vars(obs), "deployment": deployments(target.namespace, target.name)})
 
 
 def _config(cluster: Cluster, run: Obj, spec: InferenceRunSpec | None) -> Obj | None:
@@ -86,3 +113,23 @@ def jobs_missing_exit(obs: Observed) -> list[Obj]:
         for job in candidates
         if is_finished(job_state(job)) and runner_exit(obs.pods, job["metadata"]["name"]) is None
     ]
+
+
+def _with_runner_log(
+    cluster: Cluster, obs: Observed, *, settings: Settings, now: datetime
+) -> Observed:
+    target = progress.log_target(obs, settings, now=now)
+    if target is None:
+        return obs
+    try:
+        text = cluster.pod_log(
+            target.namespace,
+            target.pod,
+            container=target.container,
+            tail_lines=progress.TAIL_LINES,
+            limit_bytes=progress.LIMIT_BYTES,
+        )
+    except ApiError as exc:  # RBAC without pods/log, a pod just gone: counts as "nothing new"
+        log.info("could not read the progress of pod %s: %s", target.pod, exc)
+        text = ""
+    return Observed(**{**vars(obs), "runner_log": RunnerLog(target.job_name, text)})

@@ -24,7 +24,7 @@ from controller.core.ports import ApiError, Cluster
 from controller.core.settings import Settings
 from controller.core.status import Observed
 from controller.reconcile.act import Written, delete, publish, write_children
-from controller.reconcile.observe import observe
+from controller.reconcile.observe import Lookup, observe
 
 CHILD_FIELDS = {"ConfigMap": "config_map", "Job": "job", "CronJob": "cron_job"}
 
@@ -39,14 +39,24 @@ class Result:
 class Reconciler:
     """Turns an InferenceRun into a contract ConfigMap plus a Job or CronJob, and reports."""
 
-    def __init__(self, cluster: Cluster, settings: Settings, *, now: Callable[[], datetime]):
+    def __init__(
+        self,
+        cluster: Cluster,
+        settings: Settings,
+        *,
+        now: Callable[[], datetime],
+        deployments: Lookup | None = None,
+    ):
         self.cluster = cluster
         self.settings = settings
         self.now = now
+        self.deployments = deployments  # ModelDeployments, for configs with a deploymentRef
 
     def reconcile(self, key: str) -> Result:
         """Converge one run; raises ApiError on transient failures."""
-        obs = observe(self.cluster, key)  # 1. everything, read once
+        obs = observe(  # 1. read once
+            self.cluster, key, settings=self.settings, now=self.now(), deployments=self.deployments
+        )
         if obs is None:
             return Result()
         decision, retry = self._converge(obs)  # 2-3. decide, write children, decide again

@@ -26,6 +26,7 @@ from controller.runtime.serve import Endpoint, Route, probe
 log = logging.getLogger("controller")
 FLAGS = {
     "polling_interval": "POLLING_INTERVAL",
+    "progress_interval": "PROGRESS_INTERVAL",
     "max_reconcile_rate": "MAX_RECONCILE_RATE",
     "watch_namespaces": "WATCH_NAMESPACES",
     "default_runner_image": "DEFAULT_RUNNER_IMAGE",

@@ -18,9 +18,13 @@ from typing import Any
 
 from controller.core.ports import ApiError
 from controller.core.routing import split_config_key
+from controller.core.serving.names import split_serving_key
+from controller.core.serving.settings import ServingSettings, serving_settings_from_env
 from controller.core.settings import Settings
 from controller.kube import Elector, KubeCluster, Transport, with_pool_size
+from controller.kube.serving import KubeServing
 from controller.reconcile.configs import ConfigReconciler
+from controller.reconcile.deployments import DeploymentReconciler, ModelReconciler
 from controller.reconcile.runs import Reconciler, Result
 from controller.runtime.logs import reconcile_context
 from controller.runtime.metrics import Metrics
@@ -45,13 +49,14 @@ class Manager:
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         identity: str | None = None,
         metrics: Metrics | None = None,
+        serving_settings: ServingSettings | None = None,
         base_delay: float = 0.05,
     ) -> None:
         self.settings = settings
         self.identity = identity or f"longrun-{uuid.uuid4().hex[:8]}"
         self.metrics = metrics or Metrics()
         self.queue = WorkQueue(metrics=self.metrics, base_delay=base_delay)
-        informers = 7 * max(1, len(settings.watch_namespaces))
+        informers = 18 * max(1, len(settings.watch_namespaces))  # runs' 7, serving's 11
         pooled = with_pool_size(api_client, informers + settings.max_reconcile_rate + 4)
         self.transport = Transport(pooled, on_request=self._count_request)
         self.cluster = KubeCluster(
@@ -61,7 +66,21 @@ class Manager:
             identity=self.identity,
             now=now,
         )
-        self.reconciler = Reconciler(self.cluster, settings, now=now)
+        # The serving half: its own adapter beside the run cluster, fed the runs' events.
+        self.serving = KubeServing(
+            self.transport,
+            namespaces=settings.watch_namespaces,
+            enqueue=self.queue.add,
+            events=self.cluster.emit_event,
+            runs_of_config=self.cluster.index.users,
+        )
+        self.cluster.add_listener(self.serving.on_run_event)
+        serving = serving_settings or serving_settings_from_env()
+        self.deployment_reconciler = DeploymentReconciler(self.serving, serving, now=now)
+        self.model_reconciler = ModelReconciler(self.serving, now=now)
+        self.reconciler = Reconciler(
+            self.cluster, settings, now=now, deployments=self.serving.get_deployment
+        )
         self.config_reconciler = ConfigReconciler(self.cluster, settings, now=now)
         self._workers: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -89,7 +108,9 @@ class Manager:
     def start(self) -> None:
         """Start caches, then campaign (or lead at once without leader election)."""
         self.cluster.start()
-        if not self.cluster.wait_synced(SYNC_TIMEOUT):
+        self.serving.start()
+        synced = self.cluster.wait_synced(SYNC_TIMEOUT) and self.serving.wait_synced(SYNC_TIMEOUT)
+        if not synced:
             # Leading on a partial cache would report missing configs that exist and miss
             # Jobs to clean up: fail like controller-runtime, and let the pod restart.
             raise CacheSyncError(
@@ -114,6 +135,7 @@ class Manager:
         for worker in self._workers:
             worker.join(timeout=10)
         self.cluster.stop()
+        self.serving.stop()
 
     @property
     def is_leader(self) -> bool:
@@ -122,7 +144,7 @@ class Manager:
 
     def is_ready(self) -> bool:
         """True once the caches have synced."""
-        return self.cluster.is_synced()
+        return self.cluster.is_synced() and self.serving.is_synced()
 
     def _start_leading(self) -> None:
         if self._stop.is_set():
@@ -144,7 +166,7 @@ class Manager:
         self.on_lost_leadership()
 
     def _enqueue_all(self) -> None:
-        for key in [*self.cluster.run_keys(), *self.cluster.config_keys()]:
+        for key in [*self.cluster.run_keys(), *self.cluster.config_keys(), *self.serving.keys()]:
             self.queue.add(key)
 
     def _resync_loop(self) -> None:
@@ -187,6 +209,12 @@ class Manager:
             self.metrics.reconcile_total.inc(result="success")
 
     def _reconcile(self, key: str) -> Result:
+        serving = split_serving_key(key)  # ModelDeployment/<ns>/<name>, Model/<ns>/<name>
+        if serving is not None:
+            kind, rest = serving
+            if kind == "Model":
+                return self.model_reconciler.reconcile(rest)
+            return self.deployment_reconciler.reconcile(rest)
         config = split_config_key(key)
         if config is not None:
             return self.config_reconciler.reconcile(config)

@@ -21,6 +21,7 @@ NON_DEFAULT = {
     "replicaCount": 2,
     "controller": {
         "pollingInterval": "1m30s",
+        "progressInterval": "45s",
         "maxReconcileRate": 8,
         "watchNamespaces": ["team-a", "team-b"],
         "logFormat": "text",
@@ -119,7 +120,8 @@ def test_rbac_is_least_privilege(chart: Any, values: Any) -> None:
     assert rules
     for rule in rules:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
-        assert "secrets" not in rule["resources"]
+        if "secrets" in rule["resources"]:  # API-key Secrets: written, never read
+            assert rule["resources"] == ["secrets"] and set(rule["verbs"]) == {"create", "patch"}
         if "pods" in rule["resources"]:
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
 
@@ -134,11 +136,32 @@ CONTROLLER_GRANTS = {
     ("longrun.dev", "inferenceconfigs/status"): {"patch"},
     # OwnerReferencesPermissionEnforcement: blockOwnerDeletion on a run's children needs this.
     ("longrun.dev", "inferenceruns/finalizers"): {"update"},
-    ("batch", "jobs"): {"get", "list", "watch", "create", "delete"},
+    # patch: spec.suspend only (suspend, resume, cancel a one-shot run).
+    ("batch", "jobs"): {"get", "list", "watch", "create", "patch", "delete"},
     ("batch", "cronjobs"): {"get", "list", "watch", "create", "patch"},
-    ("", "configmaps"): {"get", "list", "watch", "create", "patch"},
+    # delete: a ModelDeployment's auth-proxy ConfigMap once keys are off.
+    ("", "configmaps"): {"get", "list", "watch", "create", "patch", "delete"},
     ("", "pods"): {"get", "list", "watch"},
+    # Live progress: the tail of a running runner's log (its pod holds no API token).
+    ("", "pods/log"): {"get"},
     ("", "events"): {"create"},
+    # Serving (controller/kube/serving.py): watched kinds, their status, their children.
+    ("longrun.dev", "modeldeployments"): {"list", "watch"},
+    ("longrun.dev", "models"): {"list", "watch"},
+    ("longrun.dev", "modeldeployments/status"): {"patch"},
+    ("longrun.dev", "models/status"): {"patch"},
+    ("longrun.dev", "modeldeployments/finalizers"): {"update"},
+    ("apps", "deployments"): {"get", "list", "watch", "create", "patch"},
+    ("", "services"): {"get", "list", "watch", "create", "patch"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "patch", "delete"},
+    ("autoscaling", "horizontalpodautoscalers"): {
+        "get", "list", "watch", "create", "patch", "delete",
+    },  # fmt: skip
+    ("cert-manager.io", "certificates"): {"get", "list", "watch", "create", "patch", "delete"},
+    # The API-key Secrets are written, never read: no get, list or watch on Secrets.
+    ("", "secrets"): {"create", "patch"},
 }
 
 
@@ -216,10 +239,18 @@ def test_settings_reach_the_controller_environment(chart: Any) -> None:
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
         "containers"][0]["env"]}  # fmt: skip
     assert env["POLLING_INTERVAL"] == "1m30s"
+    assert env["PROGRESS_INTERVAL"] == "45s"
     assert env["MAX_RECONCILE_RATE"] == "8"
     assert env["WATCH_NAMESPACES"] == "team-a,team-b"
     assert env["ALLOWED_IMAGES"] == "ghcr.io/acme/*"
     assert env["DEFAULT_RUNNER_IMAGE"] == "ghcr.io/longrun-dev/longrun-runner:0.1.0"
+
+
+def test_progress_interval_defaults_to_15s(chart: Any) -> None:
+    deployment = next(d for d in _render(chart, None) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["PROGRESS_INTERVAL"] == "15s"
 
 
 def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knobs(
@@ -238,6 +269,7 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
     "values",
     [
         {"controller": {"pollingInterval": "soon"}},
+        {"controller": {"progressInterval": "often"}},
         {"controller": {"maxReconcileRate": 0}},
         {"controller": {"logFormat": "xml"}},
         {"contoller": {}},
@@ -249,6 +281,7 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
     ],
     ids=[
         "bad-duration",
+        "bad-progress-interval",
         "zero-workers",
         "bad-log-format",
         "misspelled-key",
@@ -271,7 +304,12 @@ def test_values_schema_accepts_durations(chart: Any, duration: Any) -> None:
 
 def test_chart_ships_the_generated_crds(chart: Any) -> None:
     names = sorted(Path(c["filename"]).name for c in chart.crds)
-    assert names == ["inferenceconfigs.longrun.dev.yaml", "inferenceruns.longrun.dev.yaml"]
+    assert names == [
+        "inferenceconfigs.longrun.dev.yaml",
+        "inferenceruns.longrun.dev.yaml",
+        "modeldeployments.longrun.dev.yaml",
+        "models.longrun.dev.yaml",
+    ]
 
 
 def _env(docs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -352,3 +390,96 @@ def test_editors_manage_configs_and_runs_but_only_read_status(chart: Any) -> Non
 def test_people_roles_can_be_turned_off(chart: Any) -> None:
     docs = _render(chart, {"rbac": {"aggregateToDefaultRoles": False}})
     assert _people_roles(docs) == {}
+
+
+def test_runner_deny_list_defaults_to_link_local_and_metadata_addresses(chart: Any) -> None:
+    from controller.core.settings import settings_from_env
+
+    denied = _env(_render(chart))["DENIED_CIDRS"]
+    assert denied == "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
+    assert settings_from_env({"DENIED_CIDRS": denied}).denied_cidrs == tuple(denied.split(","))
+
+
+def test_runner_deny_list_can_be_turned_off(chart: Any) -> None:
+    assert _env(_render(chart, {"runner": {"deniedCIDRs": []}}))["DENIED_CIDRS"] == ""
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"runner": {"deniedCIDRs": ["metadata.internal"]}},
+        {"runner": {"networkPolicy": {"cidrs": ["10.0.0.0"]}}},
+        {"runner": {"networkPolicy": {"namespaces": ["Not_A_Namespace"]}}},
+    ],
+    ids=["deny-list-name", "cidr-without-prefix", "bad-namespace"],
+)
+def test_values_schema_rejects_bad_network_values(chart: Any, values: dict[str, Any]) -> None:
+    with pytest.raises(helm_python.HelmError):
+        chart.render(values, name="lr", namespace="longrun-system")
+
+
+def _network_policies(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == "NetworkPolicy"]
+
+
+def test_runner_network_policy_is_off_by_default(chart: Any) -> None:
+    assert _network_policies(_render(chart)) == []
+    assert _network_policies(_render(chart, NON_DEFAULT)) == []
+
+
+def test_runner_network_policy_limits_runner_egress_in_each_watched_namespace(chart: Any) -> None:
+    network = {
+        "enabled": True,
+        "namespaces": ["models"],
+        "cidrs": ["10.20.0.0/16", {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}],
+    }
+    values = {
+        "controller": {"watchNamespaces": ["team-a", "team-b"]},
+        "runner": {"networkPolicy": network},
+    }
+    policies = _network_policies(_render(chart, values))
+    assert [p["metadata"]["namespace"] for p in policies] == ["team-a", "team-b"]
+    for policy in policies:
+        _assert_valid(policy)
+        spec = policy["spec"]
+        assert spec["policyTypes"] == ["Egress"]  # ingress is left alone
+        assert spec["podSelector"] == {  # runner pods only: ModelDeployment pods have no run label
+            "matchLabels": {"app.kubernetes.io/managed-by": "longrun"},
+            "matchExpressions": [{"key": "longrun.dev/run", "operator": "Exists"}],
+        }
+        dns, same, namespaces, cidrs = spec["egress"]
+        assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+        assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+        assert same == {"to": [{"podSelector": {}}]}
+        assert namespaces["to"] == [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "models"}}}
+        ]
+        assert cidrs["to"] == [
+            {"ipBlock": {"cidr": "10.20.0.0/16"}},
+            {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["169.254.0.0/16"]}},
+        ]
+
+
+def test_runner_network_policy_with_nothing_allowed_denies_all_egress(chart: Any) -> None:
+    network = {"enabled": True, "dns": {"enabled": False}, "sameNamespace": False}
+    values = {"controller": {"watchNamespaces": ["team-a"]}, "runner": {"networkPolicy": network}}
+    (policy,) = _network_policies(_render(chart, values))
+    assert policy["spec"]["egress"] in (None, [])
+
+
+def test_runner_network_policy_needs_watched_namespaces(chart: Any) -> None:
+    with pytest.raises(helm_python.HelmError, match=r"runner\.networkPolicy\.enabled needs"):
+        chart.render({"runner": {"networkPolicy": {"enabled": True}}}, name="lr", namespace="x")
+
+
+def test_serving_images_default_to_the_runtimes_public_images(chart: Any) -> None:
+    # The chart's serving.images.* and the controller's own defaults are the same images.
+    from controller.core.serving.runtimes import ServingImages
+    from controller.core.serving.settings import serving_settings_from_env
+
+    env = _env(_render(chart))
+    settings = serving_settings_from_env({k: str(v) for k, v in env.items() if v is not None})
+    assert settings.images == ServingImages()
+    assert env["SERVING_IMAGE_LLAMACPP"] == "ghcr.io/ggml-org/llama.cpp:server"
+    mirrored = _env(_render(chart, {"serving": {"images": {"authProxy": "mirror/nginx:1"}}}))
+    assert mirrored["SERVING_IMAGE_AUTH_PROXY"] == "mirror/nginx:1"

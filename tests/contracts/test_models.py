@@ -204,7 +204,8 @@ def test_file_volume_needs_a_path_inside_its_mount(file: dict[str, str], message
 def test_defaults_are_filled_in() -> None:
     spec = _config()
     assert spec.auto_delete_policy == "None"
-    assert (spec.runner.batch_size, spec.runner.concurrency) == (32, 4)
+    # batchSize unset: the runner takes 256 or 32 by protocol (contracts.config.default_batch_size)
+    assert (spec.runner.batch_size, spec.runner.concurrency) == (None, 8)
     run = contracts.InferenceRunSpec.model_validate({"configRef": {"name": "c"}})
     assert (run.concurrency_policy, run.suspend, run.is_scheduled) == ("Forbid", False, False)
 
@@ -213,7 +214,7 @@ def test_wire_format_is_camel_case_and_round_trips() -> None:
     spec = _config(autoDeletePolicy="DeleteOnSuccess")
     wire = spec.to_wire()
     assert wire["autoDeletePolicy"] == "DeleteOnSuccess"
-    assert "batchSize" in wire["runner"]
+    assert "chunkSize" in wire["runner"]
     assert InferenceConfigSpec.model_validate(wire) == spec
 
 

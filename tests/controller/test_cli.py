@@ -95,3 +95,27 @@ def test_console_script_reports_version() -> None:
         [str(script), "--version"], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "longrun 0.1.0"
+
+
+def test_a_run_with_generate_name_validates(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "rerun.yaml"
+    doc.write_text(
+        "apiVersion: longrun.dev/v1alpha1\nkind: InferenceRun\n"
+        "metadata: {generateName: nightly-iris-}\nspec: {configRef: {name: iris}}\n"
+    )
+    assert main(["validate", "-f", str(doc)]) == 0
+    assert f"{doc}: InferenceRun/nightly-iris-*: valid" in capsys.readouterr().out
+
+
+def test_a_run_without_name_or_generate_name_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = tmp_path / "nameless.yaml"
+    doc.write_text(
+        "apiVersion: longrun.dev/v1alpha1\nkind: InferenceRun\n"
+        "metadata: {}\nspec: {configRef: {name: iris}}\n"
+    )
+    assert main(["validate", "-f", str(doc)]) == 1
+    assert "InferenceRun/?: metadata: set name (or generateName" in capsys.readouterr().err

@@ -13,6 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.run import (
+    CANCEL_FINAL_MESSAGE,
+    CANCEL_FINAL_RULE,
+    CANCEL_ONE_SHOT_MESSAGE,
+    CANCEL_ONE_SHOT_RULE,
+    ONE_SHOT_FIXED_FIELDS,
+    ONE_SHOT_FIXED_MESSAGE,
+    ONE_SHOT_FIXED_RULE,
+    ONE_SHOT_MUTABLE,
+)
 from controller.crds import CRD_DIR, crd_files, generate_crds
 from tests.controller.structural import preserve_unknown_paths, violations
 
@@ -63,14 +73,35 @@ def test_names_scope_and_status_subresource(kind: str, short: str) -> None:
 def test_run_printer_columns() -> None:
     columns = CRDS["InferenceRun"]["spec"]["versions"][0]["additionalPrinterColumns"]
     names = [c["name"] for c in columns if c.get("priority", 0) == 0]
-    assert names == ["Phase", "Config", "Schedule", "Last Run", "Next Run", "Age"]
+    assert names == ["Phase", "Progress", "Rate", "ETA", "Last Run", "Next Run", "Age"]
+    wide = [c["name"] for c in columns if c.get("priority", 0) == 1]
+    assert wide == ["Config", "Schedule", "Message"]
 
 
-def test_one_shot_run_spec_is_immutable_by_cel_rule() -> None:
+def test_next_run_is_a_string_column_since_kubectl_prints_future_dates_as_invalid() -> None:
+    columns = CRDS["InferenceRun"]["spec"]["versions"][0]["additionalPrinterColumns"]
+    by_name = {c["name"]: c for c in columns}
+    assert by_name["Next Run"] == {
+        "name": "Next Run",
+        "type": "string",
+        "jsonPath": ".status.nextScheduleTime",
+    }
+    assert by_name["Last Run"]["type"] == "date"  # a past time: kubectl prints its age
+    assert by_name["Progress"]["jsonPath"] == ".status.progress.text"
+
+
+def test_one_shot_run_spec_is_immutable_but_for_suspend_and_cancel_by_cel_rule() -> None:
     rules = {r["rule"]: r["message"] for r in _schema("InferenceRun")["properties"]["spec"][
         "x-kubernetes-validations"]}  # fmt: skip
-    assert "has(oldSelf.schedule) || self == oldSelf" in rules
-    assert "immutable" in rules["has(oldSelf.schedule) || self == oldSelf"]
+    assert rules[ONE_SHOT_FIXED_RULE] == ONE_SHOT_FIXED_MESSAGE
+    assert "immutable" in ONE_SHOT_FIXED_MESSAGE
+    fields = set(_schema("InferenceRun")["properties"]["spec"]["properties"])
+    # Every field but suspend and cancel is fixed: a new spec field must join the list.
+    assert set(ONE_SHOT_FIXED_FIELDS) == fields - set(ONE_SHOT_MUTABLE)
+    assert all(f"self.{f} == oldSelf.{f}" in ONE_SHOT_FIXED_RULE for f in ONE_SHOT_FIXED_FIELDS)
+    assert "suspend" not in ONE_SHOT_FIXED_RULE and "cancel" not in ONE_SHOT_FIXED_RULE
+    assert rules[CANCEL_FINAL_RULE] == CANCEL_FINAL_MESSAGE
+    assert rules[CANCEL_ONE_SHOT_RULE] == CANCEL_ONE_SHOT_MESSAGE
 
 
 def test_validation_keywords_reach_the_crd() -> None:

@@ -55,7 +55,8 @@ def test_api_server_fills_in_defaults(kube_emulator: EmulatorHandle) -> None:
     assert code == 0, output
     got = kube_emulator.kubectl("get", "icfg", "krateo-custom", "-n", namespace, "-o", "json")
     spec = json.loads(got.stdout)["spec"]
-    assert spec["runner"]["batchSize"] == 32
+    # batchSize has no schema default: the runner sizes it by protocol (docs/contract.md).
+    assert "batchSize" not in spec["runner"] and spec["runner"]["concurrency"] == 8
     assert spec["backoffLimit"] == 3
     assert spec["storage"]["output"]["custom"]["s3"]["moreCustom"] == "data"  # passed through
 

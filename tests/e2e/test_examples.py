@@ -193,8 +193,9 @@ def test_openai_files_example_answers_every_question_into_jsonl_files(
     objects = example("openai-files")
     spec = find(objects, "InferenceConfig")["spec"]
     spec["model"].update(url=f"{llama_chat_server.http_url}/v1", name=llama_chat_server.model)
-    spec["storage"]["input"]["file"]["path"] = str(data / "questions.jsonl")
-    spec["storage"]["output"]["file"]["path"] = str(data / "answers")
+    # The volume is mounted at the data directory (a volume over /tmp itself is refused).
+    spec["storage"]["input"]["file"].update(path=str(data / "questions.jsonl"), mountPath=str(data))
+    spec["storage"]["output"]["file"].update(path=str(data / "answers"), mountPath=str(data))
     ns = system.namespace("openai-files")
 
     apply(system, ns, objects)

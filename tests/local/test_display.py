@@ -1,7 +1,8 @@
 """What `longrun run` shows: the runner's progress lines as a bar on a TTY, plain lines otherwise.
 
 Real: the runner's own progress reporter (`runners.progress.Progress`) produces the lines, so the
-format the two sides share is tested as it is. Faked: the terminal (a StringIO told it is a TTY)
+format the sides share (this display, and the controller reading it into `status.progress`)
+is tested as it is. Faked: the terminal (a StringIO told it is a TTY)
 and the runner's clock.
 """
 
@@ -9,21 +10,38 @@ from __future__ import annotations
 
 import io
 
+from contracts.run import ProgressReport
+from controller.core.progress import parse_report
 from local.display import Console, parse_progress
 from runners.progress import Progress
 
 
 def runner_line(*, done: int, total: int | None, seconds: float) -> str:
+    """The line the runner prints (`Progress.report`, the JSON the controller reads too)."""
     times = iter([0.0, seconds])
     progress = Progress(total=total, interval=1.0, clock=lambda: next(times))
     progress.add(done)
-    return progress.line()
+    return progress.report()
 
 
 def test_the_runners_progress_line_parses_with_total_rate_and_eta() -> None:
     parsed = parse_progress(runner_line(done=40, total=100, seconds=2.0))
     assert parsed is not None
     assert (parsed.records, parsed.total, parsed.rate, parsed.eta) == (40, 100, 20.0, "3s")
+
+
+def test_the_text_line_of_older_runners_still_parses() -> None:
+    times = iter([0.0, 2.0])
+    progress = Progress(total=100, interval=1.0, clock=lambda: next(times))
+    progress.add(40)
+    parsed = parse_progress(progress.line())
+    assert parsed is not None
+    assert (parsed.records, parsed.total, parsed.rate, parsed.eta) == (40, 100, 20.0, "3s")
+
+
+def test_a_broken_json_progress_line_is_shown_as_it_is() -> None:
+    assert parse_progress('{"longrunProgress": {"written": -1}}') is None
+    assert parse_progress('{"longrunProgress": ') is None
 
 
 def test_a_tty_shows_a_redrawn_bar_with_done_total_rate_and_eta() -> None:
@@ -57,3 +75,16 @@ def test_log_lines_above_the_bar_keep_the_bar_drawn() -> None:
     console.on_line("stderr", "a log line")
     assert out.getvalue().endswith("a log line\n[#######.......................] "
                                    "1/4 records (25%) 1.0/s ETA 3s")  # fmt: skip
+
+
+def test_the_controller_reads_the_runners_line_with_whole_run_counts() -> None:
+    # The same line reaches `status.progress` through the pod's log (controller.core.progress).
+    times = iter([0.0, 10.0])
+    progress = Progress(
+        total=1000, interval=1.0, clock=lambda: next(times), counts=lambda: (450, 440, 10)
+    )
+    progress.add(100)  # this pod's share: the rate is this pod's, the counts the run's
+    line = progress.report()
+    assert len(line) < 120  # one short line every interval
+    report = parse_report(f"longrun-runner: run=ns/x\n{line}\n")
+    assert report == ProgressReport(read=450, written=440, failed=10, total=1000, rate=10.0, eta=55)

@@ -132,3 +132,17 @@ def test_scheduled_run_executes_one_occurrence_named_like_the_cronjobs(
     assert job is not None and int(job.group(2)) % 5 == 0
     env = json.loads((tmp_path / "seen/attempt-0.json").read_text())["env"]
     assert env["JOB_NAME"] == job.group(1)
+
+
+def test_a_run_with_generate_name_runs_afresh_each_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `kubectl create -f run.yaml` makes a new run each time; `longrun run -f` does the same.
+    text = fake_run_yaml(out=tmp_path, mode="ok").replace(
+        "metadata: {name: fake-run}", "metadata: {generateName: fake-run-}"
+    )
+    assert longrun_run(tmp_path, text) == 0
+    assert longrun_run(tmp_path, text) == 0
+    names = re.findall(r"InferenceRun default/(fake-run-\w{5}): Succeeded", capsys.readouterr().err)
+    assert len(names) == 2 and names[0] != names[1]
+    assert attempts(tmp_path) == 2  # nothing resumed: two runs, one pod each

@@ -1,6 +1,7 @@
 """API keys: generated into a Secret, checked by the runtime or by an nginx sidecar.
 
-The keys exist in one place only, the Secret. The runtime (llama.cpp `--api-key-file`)
+The keys exist in one place only, the Secret, which the controller writes but never reads
+(keys.py). The runtime (llama.cpp `--api-key-file`)
 or the sidecar (an nginx `map` file) reads them from the Secret mounted as a volume;
 the sidecar's nginx.conf, which holds no key, is the only thing in a ConfigMap. Keys
 are made by `generate_keys` from a random source passed in, so deciding stays pure and
@@ -19,7 +20,6 @@ from collections.abc import Callable
 
 from contracts.serving import API_KEY_SECRET_KEY, API_KEYS_SECRET_KEY
 from controller.core.builders import restricted_container_security
-from controller.core.names import short_hash
 from controller.core.serving import names
 from controller.core.serving.runtimes import KEYS_MOUNT, LOOPBACK, RuntimePlan
 
@@ -46,26 +46,12 @@ def generate_keys(count: int, entropy: Entropy) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def keys_version(rotation: str) -> str:
-    """The pod-template annotation value for a rotation request: a change rolls the pods."""
-    return short_hash(f"rotation:{rotation}", 12)
-
-
 def secret_data(keys: tuple[str, ...]) -> dict[str, str]:
     """The Secret's `data` (base64): first key, every key one a line, and the nginx map."""
     lines = "".join(f"{key}\n" for key in keys)
     nginx = "".join(f'"Bearer {key}" 1;\n' for key in keys)
     plain = {API_KEY_SECRET_KEY: keys[0], API_KEYS_SECRET_KEY: lines, names.NGINX_KEYS_KEY: nginx}
     return {k: base64.b64encode(v.encode()).decode() for k, v in plain.items()}
-
-
-def decode_keys(data: dict[str, str] | None) -> tuple[str, ...]:
-    """The keys a Secret's `data` holds (empty when it holds none we can read)."""
-    try:
-        text = base64.b64decode((data or {}).get(API_KEYS_SECRET_KEY, "")).decode()
-    except ValueError:
-        return ()
-    return tuple(line for line in text.splitlines() if line.strip())
 
 
 def nginx_conf(plan: RuntimePlan) -> str:

@@ -35,8 +35,11 @@ PROBE_PERIOD = 10
 REVISION_HISTORY = 3
 
 
-def build_deployment(r: ServingResolved, settings: ServingSettings, *, replicas: int) -> Manifest:
-    """The apps/v1 Deployment; its spec hash leaves `replicas` out (the scaler owns it)."""
+def build_deployment(
+    r: ServingResolved, settings: ServingSettings, *, replicas: int, keys_version: str | None
+) -> Manifest:
+    """The apps/v1 Deployment; its spec hash leaves `replicas` out (the scaler owns it).
+    `keys_version` (status.apiKeys.version) changes when new keys are made: the pods roll."""
     name = r.owner.name
     spec: Manifest = {
         "replicas": replicas,
@@ -45,7 +48,7 @@ def build_deployment(r: ServingResolved, settings: ServingSettings, *, replicas:
         "progressDeadlineSeconds": r.spec.startup_timeout_seconds
         + settings.download_deadline_seconds,
         "revisionHistoryLimit": REVISION_HISTORY,
-        "template": build_pod_template(r, settings),
+        "template": build_pod_template(r, settings, keys_version=keys_version),
     }
     body = {
         "apiVersion": "apps/v1",
@@ -70,7 +73,9 @@ def rollout_strategy(r: ServingResolved) -> Manifest:
     return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
 
 
-def build_pod_template(r: ServingResolved, settings: ServingSettings) -> Manifest:
+def build_pod_template(
+    r: ServingResolved, settings: ServingSettings, *, keys_version: str | None
+) -> Manifest:
     """The server pod: optional download init container, server, optional auth sidecar."""
     spec: Manifest = {
         "automountServiceAccountToken": False,
@@ -90,8 +95,8 @@ def build_pod_template(r: ServingResolved, settings: ServingSettings) -> Manifes
     if r.spec.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s.name} for s in r.spec.image_pull_secrets]
     annotations = {names.DEPLOYMENT_ANNOTATION: r.owner.name}
-    if r.spec.auth.enabled:
-        annotations[names.KEYS_VERSION_ANNOTATION] = auth.keys_version(r.rotation)
+    if r.spec.auth.enabled and keys_version:
+        annotations[names.KEYS_VERSION_ANNOTATION] = keys_version
     metadata = {"labels": names.labels(r.owner.name), "annotations": annotations}
     return {"metadata": metadata, "spec": spec}
 

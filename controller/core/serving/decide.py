@@ -1,87 +1,45 @@
 """Decide: an observed ModelDeployment in, the writes that converge it and its status out.
 
 One straight flow, like a one-shot run's (controller/core/decide.py): parse the spec,
-resolve the model and the runtime, decide the replica count (scaling.py), render every
-child, and compare with what is there: create what is missing, patch only what drifted
-(a spec-hash annotation, since the API server adds defaults), delete the children a
-change of spec no longer wants. A child with our name that is not ours stops the plan.
+resolve the model and the runtime, decide the replica count (scaling.py), plan the keys
+(keys.py: the Secret is written, never read), render every child, and compare with what
+is there: create what is missing, patch only what drifted (a spec-hash annotation, since
+the API server adds defaults), delete the children a change of spec no longer wants. A
+child with our name that is not ours stops the plan.
 
-Keys are made here, once: when the Secret is missing, when the rotate annotation
-(`contracts.serving.ROTATE_KEYS_ANNOTATION`) has a value the Secret was not made for, or
-when `keyCount` changed (existing keys are kept). `entropy` is the only source of
-randomness, passed in so deciding stays pure. The writes carry the new keys in the
-Secret's `data`: the act layer must never log a write's body.
+The Secret write carries the new keys in its `data`: the act layer must never log a
+write's body. `entropy` is the only source of randomness, passed in so deciding stays pure.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from contracts.serving import ModelDeploymentStatus, RuntimeKind
+from contracts.serving import ApiKeysStatus, ModelDeploymentStatus, RuntimeKind
 from controller.core.decide import is_owned_by
 from controller.core.names import MANAGED_BY, MANAGER
 from controller.core.ports import Obj
-from controller.core.serving import auth, builders, names, network
+from controller.core.serving import builders, names, network
 from controller.core.serving.auth import Entropy
+from controller.core.serving.keys import plan_keys
 from controller.core.serving.meta import hash_of
 from controller.core.serving.observed import ServingObserved
 from controller.core.serving.resolve import ServingResolved, parse_spec, resolve_deployment
 from controller.core.serving.scaling import Scale, decide_scale, wanted_replicas
 from controller.core.serving.settings import ServingSettings
 from controller.core.serving.status import deployment_status, terminating_status
+from controller.core.serving.writes import Create, Delete, Patch, ServingKind, Write
 from controller.core.validation import Problem
 
-ServingKind = Literal[
-    "Secret",
-    "ConfigMap",
-    "PersistentVolumeClaim",
-    "Deployment",
-    "Service",
-    "NetworkPolicy",
-    "HorizontalPodAutoscaler",
-    "Certificate",
-    "Ingress",
-    "ModelDeployment",
-]
+__all__ = ["Create", "Delete", "Patch", "ServingDecision", "Write", "decide_deployment"]
 # The spec fields we own, per kind; a drifted kind gets exactly these set again. The rest
 # (a Service's clusterIP, a Deployment's selector and replicas) is left to the server.
 OWNED_SPEC = {
     "Deployment": ("strategy", "progressDeadlineSeconds", "revisionHistoryLimit", "template"),
     "Service": ("type", "selector", "ports"),
 }
-
-
-@dataclass(frozen=True)
-class Create:
-    """Create `body`; AlreadyExists means: read it, and keep it if it is ours."""
-
-    kind: ServingKind
-    body: Obj
-
-
-@dataclass(frozen=True)
-class Patch:
-    """Patch a child we own: a merge patch (dict) or a JSON patch (list)."""
-
-    kind: ServingKind
-    namespace: str
-    name: str
-    body: Obj | list[Obj]
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Delete a child, only while it still has `uid`."""
-
-    kind: ServingKind
-    namespace: str
-    name: str
-    uid: str
-
-
-Write = Create | Patch
 
 
 @dataclass(frozen=True)
@@ -118,7 +76,9 @@ def decide_deployment(
         last_run_finished=obs.last_run_finished,
         now=stamp,
     )
-    writes, deletions, problem = plan_children(obs, resolved, settings, scale, entropy)
+    keys = plan_keys(obs, resolved, entropy=entropy, now=stamp)
+    writes, deletions, problem = plan_children(obs, resolved, settings, scale, keys.version)
+    writes = (*keys.writes, *writes) if problem is None else writes
     status = deployment_status(
         obs,
         resolved,
@@ -129,7 +89,13 @@ def decide_deployment(
         problem=problem,
         now=stamp,
     )
+    status = status.model_copy(update={"api_keys": keys.keys if problem is None else _keys(obs)})
     return ServingDecision(writes, status, deletions, scale.requeue_after)
+
+
+def _keys(obs: ServingObserved) -> ApiKeysStatus | None:
+    """What the status said of the keys: kept while nothing is written."""
+    return obs.previous.api_keys
 
 
 def _refused(
@@ -151,7 +117,7 @@ def _refused(
         runtime=runtime,
         now=now,
     )
-    return ServingDecision((), status)
+    return ServingDecision((), status.model_copy(update={"api_keys": _keys(obs)}))
 
 
 def _replicas(deployment: Obj | None) -> int | None:
@@ -161,14 +127,17 @@ def _replicas(deployment: Obj | None) -> int | None:
 
 
 def desired_children(
-    r: ServingResolved, settings: ServingSettings, replicas: int
+    r: ServingResolved, settings: ServingSettings, replicas: int, keys_version: str | None
 ) -> list[tuple[ServingKind, Obj | None]]:
     """Every child but the key Secret, in write order (None: not wanted)."""
     config_map = builders.build_auth_config_map(r) if r.uses_auth_proxy else None
+    deployment = builders.build_deployment(
+        r, settings, replicas=replicas, keys_version=keys_version
+    )
     return [
         ("ConfigMap", config_map),
         ("PersistentVolumeClaim", builders.build_cache_claim(r, settings)),
-        ("Deployment", builders.build_deployment(r, settings, replicas=replicas)),
+        ("Deployment", deployment),
         ("Service", network.build_service(r)),
         ("NetworkPolicy", network.build_network_policy(r)),
         ("HorizontalPodAutoscaler", network.build_hpa(r)),
@@ -182,13 +151,15 @@ def plan_children(
     r: ServingResolved,
     settings: ServingSettings,
     scale: Scale,
-    entropy: Entropy,
+    keys_version: str | None,
 ) -> tuple[tuple[Write, ...], tuple[Delete, ...], Problem | None]:
     """Writes and deletions that converge the children; a child not ours stops the writes."""
     current = _current(obs)
     replicas = scale.replicas if scale.replicas is not None else _replicas(current["Deployment"])
-    writes, deletions, problem = _secret_plan(obs, r, current["Secret"], entropy)
-    for kind, desired in desired_children(r, settings, replicas or 0):
+    writes: list[Write] = []
+    deletions: list[Delete] = []
+    problem: Problem | None = None
+    for kind, desired in desired_children(r, settings, replicas or 0, keys_version):
         if problem is not None:
             break
         have = current[kind]
@@ -197,34 +168,16 @@ def plan_children(
                 deletions.append(_delete(kind, have))
         elif have is None:
             writes.append(Create(kind, desired))
-        elif not _is_ours(kind, have, obs.uid, r.owner.name):
+        elif not is_ours(kind, have, obs.uid, r.owner.name):
             problem = not_owned(kind, have)
         elif (patch := drift_patch(kind, desired, have, scale)) is not None:
             writes.append(Patch(kind, r.owner.namespace, have["metadata"]["name"], patch))
     return tuple(writes), tuple(deletions), problem
 
 
-def _secret_plan(
-    obs: ServingObserved, r: ServingResolved, have: Obj | None, entropy: Entropy
-) -> tuple[list[Write], list[Delete], Problem | None]:
-    """The key Secret's write (its keys are read only once we know the Secret is ours)."""
-    if have is not None and not is_owned_by(have, obs.uid):
-        return [], [], not_owned("Secret", have) if r.spec.auth.enabled else None
-    if not r.spec.auth.enabled:
-        return [], [_delete("Secret", have)] if have is not None else [], None
-    body = key_secret_write(r, have, entropy)
-    if body is None:
-        return [], [], None
-    if have is None:
-        return [Create("Secret", body)], [], None
-    patch = {"metadata": {"annotations": body["metadata"]["annotations"]}, "data": body["data"]}
-    return [Patch("Secret", r.owner.namespace, have["metadata"]["name"], patch)], [], None
-
-
 def _current(obs: ServingObserved) -> dict[str, Obj | None]:
     c = obs.children
     return {
-        "Secret": c.secret,
         "ConfigMap": c.config_map,
         "PersistentVolumeClaim": c.claim,
         "Deployment": c.deployment,
@@ -236,26 +189,8 @@ def _current(obs: ServingObserved) -> dict[str, Obj | None]:
     }
 
 
-def key_secret_write(r: ServingResolved, current: Obj | None, entropy: Entropy) -> Obj | None:
-    """The Secret to create or patch with keys, or None when its keys are current.
-
-    A rotation replaces every key; a changed `keyCount` keeps the existing keys and adds or
-    drops at the end, so the key runs hold (the first) stays valid.
-    """
-    count = r.spec.auth.key_count
-    if current is None:
-        return builders.build_key_secret(r, auth.generate_keys(count, entropy))
-    annotations = (current.get("metadata") or {}).get("annotations") or {}
-    have = auth.decode_keys(current.get("data"))
-    if annotations.get(names.KEYS_ROTATED_FOR_ANNOTATION) != r.rotation or not have:
-        return builders.build_key_secret(r, auth.generate_keys(count, entropy))
-    if len(have) == count:
-        return None
-    extra = auth.generate_keys(count - len(have), entropy) if count > len(have) else ()
-    return builders.build_key_secret(r, (*have, *extra)[:count])
-
-
-def _is_ours(kind: str, obj: Obj, uid: str, name: str) -> bool:
+def is_ours(kind: str, obj: Obj, uid: str, name: str) -> bool:
+    """True when a child with our name is ours: owned, or a retained cache PVC with our labels."""
     # A retained cache PVC has no owner reference by design: ours if our labels say so.
     if is_owned_by(obj, uid):
         return True

@@ -97,3 +97,27 @@ def selector_labels(name: str) -> dict[str, str]:
 def labels(name: str) -> dict[str, str]:
     """Labels on every object and pod a deployment owns (the informers select on them)."""
     return {MANAGED_BY: MANAGER, **selector_labels(name)}
+
+
+# Work-queue keys: runs are `namespace/name`; the serving kinds carry their kind in front
+# (names never hold a slash, so the forms stay distinct).
+DEPLOYMENT_KEY_PREFIX = "ModelDeployment/"
+MODEL_KEY_PREFIX = "Model/"
+
+
+def deployment_key(key: str) -> str:
+    """The work-queue key of the ModelDeployment `namespace/name`."""
+    return f"{DEPLOYMENT_KEY_PREFIX}{key}"
+
+
+def model_key(key: str) -> str:
+    """The work-queue key of the Model `namespace/name`."""
+    return f"{MODEL_KEY_PREFIX}{key}"
+
+
+def split_serving_key(key: str) -> tuple[str, str] | None:
+    """(kind, `namespace/name`) of a serving work-queue key; None for any other key."""
+    for kind, prefix in (("ModelDeployment", DEPLOYMENT_KEY_PREFIX), ("Model", MODEL_KEY_PREFIX)):
+        if key.startswith(prefix):
+            return kind, key.removeprefix(prefix)
+    return None

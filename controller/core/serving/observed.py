@@ -1,9 +1,10 @@
 """Everything one reconcile of a ModelDeployment read, as one frozen value.
 
-The observer (controller/reconcile, the wiring engineer's) fills it from the informer
-caches: the ModelDeployment, the Model its `modelRef` names, the children found by name
-(see names.py) and the pods selected by `names.selector_labels`, and the runs that use
-the deployment now. Deciding then needs nothing else.
+The observer (controller/reconcile/deployments.py) fills it from the informer caches:
+the ModelDeployment, the Model its `modelRef` names, the children found by label (see
+names.py) and their pods, and the runs that use the deployment now. The API-key Secret is
+not among them: the controller cannot read Secrets (keys.py says what it knows instead).
+Deciding then needs nothing else.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from contracts.serving import ModelDeploymentStatus
 from controller.core.ports import Obj
@@ -19,11 +21,11 @@ from controller.core.validation import Problem
 
 @dataclass(frozen=True)
 class ServingChildren:
-    """The objects a deployment owns (None: not there), and its pods (old and new)."""
+    """The objects a deployment owns (None: not there), and its pods (old and new); the key
+    Secret is never read, so it is not here."""
 
     deployment: Obj | None = None
     service: Obj | None = None
-    secret: Obj | None = None
     config_map: Obj | None = None
     claim: Obj | None = None
     network_policy: Obj | None = None
@@ -43,7 +45,8 @@ class ServingObserved:
     `active_runs` are the `namespace/name` keys of the runs that use the deployment now
     (started, not finished); `last_run_finished` is when the latest of them ended, if the
     observer knows. `answer` is what the API server answered to a child write, when only
-    the user can fix it (a refusal, a name taken).
+    the user can fix it (a refusal, a name taken). `secret_answer` is what a write of the
+    key Secret told this pass: it exists (AlreadyExists) or is missing (404 on a patch).
     """
 
     obj: Obj
@@ -52,6 +55,7 @@ class ServingObserved:
     active_runs: Sequence[str] = ()
     last_run_finished: datetime | None = None
     answer: Problem | None = None
+    secret_answer: Literal["exists", "missing"] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "active_runs", tuple(sorted(set(self.active_runs))))

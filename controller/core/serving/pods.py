@@ -16,6 +16,9 @@ from typing import Any, Literal
 from controller.core.serving import names
 
 Obj = dict[str, Any]
+# A pod waits in these while a Secret or ConfigMap it mounts is missing (the kubelet says
+# ContainerCreating for a missing volume, CreateContainerConfigError for a missing env key).
+START_WAIT_REASONS = frozenset({"ContainerCreating", "CreateContainerConfigError"})
 IMAGE_PULL_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 )
@@ -75,9 +78,17 @@ def _fetch_state(status: Obj) -> str:
     return "waiting"
 
 
+def may_lack_secret(pods: Sequence[Obj]) -> bool:
+    """True when a pod waits to create its containers, as it does without its key Secret."""
+    return any(
+        waiting.get("reason") in START_WAIT_REASONS for pod in pods for _, waiting in _waiting(pod)
+    )
+
+
 def pod_issue(pods: Sequence[Obj]) -> PodIssue | None:
     """The first reason the pods do not serve, in the order a person fixes them."""
-    for finder in (_download_failure, _image_pull, _crash_loop, _unschedulable):
+    finders = (_download_failure, _config_error, _image_pull, _crash_loop, _unschedulable)
+    for finder in finders:
         issue = next((i for p in pods if (i := finder(p)) is not None), None)
         if issue is not None:
             return issue
@@ -105,6 +116,19 @@ def _waiting(pod: Obj) -> Iterator[tuple[Obj, Obj]]:
             waiting = (status.get("state") or {}).get("waiting")
             if waiting:
                 yield status, waiting
+
+
+def _config_error(pod: Obj) -> PodIssue | None:
+    # The kubelet's message names what is missing (a Secret, a ConfigMap, a key).
+    for status, waiting in _waiting(pod):
+        if waiting.get("reason") == "CreateContainerConfigError":
+            return PodIssue(
+                "Failed",
+                "CreateContainerConfigError",
+                f'container "{status.get("name")}" cannot start (CreateContainerConfigError): '
+                f"{_quote(waiting.get('message'))}",
+            )
+    return None
 
 
 def _image_pull(pod: Obj) -> PodIssue | None:

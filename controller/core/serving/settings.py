@@ -1,17 +1,19 @@
 """The serving reconciler's settings: images, allow-lists and defaults (chart values).
 
 Kept apart from the run controller's `Settings` so the two reconcilers can be wired and
-tested independently; `settings_from_env` for these is the wiring engineer's, next to
-the existing one (the variable names are in each field's comment).
+tested independently; `serving_settings_from_env` reads the same environment (the chart
+sets `SERVING_*` from `serving.*` values, the allow-lists are shared with configs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
 from controller.core.podpolicy import PodPolicy
 from controller.core.serving.runtimes import ServingImages
-from controller.core.settings import DEFAULT_IMAGE
+from controller.core.settings import DEFAULT_IMAGE, parse_list
 
 
 @dataclass(frozen=True)
@@ -26,3 +28,26 @@ class ServingSettings:
     hf_endpoint: str | None = None  # HF_ENDPOINT for the download (a mirror, or tests)
     default_cache_size: str = "20Gi"  # SERVING_CACHE_SIZE
     download_deadline_seconds: int = 3600  # added to startupTimeoutSeconds: the rollout deadline
+
+
+def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSettings:
+    """Settings from environment variables (unset or empty: the default)."""
+    env = os.environ if env is None else env
+    defaults = ServingImages()
+    images = ServingImages(
+        **{
+            f.name: env.get(f"SERVING_IMAGE_{f.name.upper()}") or getattr(defaults, f.name)
+            for f in fields(ServingImages)
+        }
+    )
+    return ServingSettings(
+        images=images,
+        fetch_image=env.get("SERVING_FETCH_IMAGE")
+        or env.get("DEFAULT_RUNNER_IMAGE")
+        or DEFAULT_IMAGE,
+        allowed_images=parse_list(env.get("ALLOWED_SERVING_IMAGES", "")),
+        pod_policy=PodPolicy(toleration_keys=parse_list(env.get("ALLOWED_TOLERATIONS", ""))),
+        cluster_domain=env.get("CLUSTER_DOMAIN") or "cluster.local",
+        hf_endpoint=env.get("HF_ENDPOINT") or None,
+        default_cache_size=env.get("SERVING_CACHE_SIZE") or "20Gi",
+    )

@@ -53,6 +53,7 @@ class FakeCluster:
         self.calls: list[tuple[str, str, str]] = []
         self.events: list[tuple[str, str, str]] = []
         self.fail: dict[str, ApiError] = {}
+        self.logs: dict[str, str] = {}  # pod name -> its runner's output
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
 
@@ -115,6 +116,16 @@ class FakeCluster:
             and ns == namespace
             and obj["metadata"]["labels"].get("batch.kubernetes.io/job-name") == job_name
         ]
+
+    def pod_log(
+        self, namespace: str, name: str, *, container: str, tail_lines: int, limit_bytes: int
+    ) -> str:
+        self.calls.append(("log", "Pod", name))
+        self._check("log")
+        if ("Pod", namespace, name) not in self.objects:
+            raise ApiError(404, f'pods "{name}" not found')
+        lines = self.logs.get(name, "").splitlines(keepends=True)
+        return "".join(lines[-tail_lines:]).encode()[:limit_bytes].decode("utf-8", "ignore")
 
     def read(self, kind: Kind, namespace: str, name: str) -> Obj | None:
         self.calls.append(("read", kind, name))

@@ -122,6 +122,13 @@ def test_bad_setting_fails_with_a_message_naming_it() -> None:
         settings_from_env({"POLLING_INTERVAL": "soon"})
     with pytest.raises(SettingsError, match="MAX_RECONCILE_RATE"):
         settings_from_env({"MAX_RECONCILE_RATE": "0"})
+    with pytest.raises(SettingsError, match="PROGRESS_INTERVAL"):
+        settings_from_env({"PROGRESS_INTERVAL": "often"})
+
+
+def test_progress_interval_defaults_to_15_seconds() -> None:
+    assert settings_from_env({}).progress_interval == 15.0
+    assert settings_from_env({"PROGRESS_INTERVAL": "1m"}).progress_interval == 60.0
 
 
 def test_settings_from_env() -> None:

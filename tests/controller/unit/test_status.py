@@ -188,3 +188,19 @@ def test_a_failing_job_with_retries_records_one_event_per_phase() -> None:
         reasons += [e.reason for e in transition_events(previous, status)]
         previous = status
     assert reasons == ["Pending", "Running", "BackoffLimitExceeded"]
+
+
+def test_spent_error_budget_is_reported_as_such_not_as_a_bad_contract() -> None:
+    failed = finished("Failed", reason="PodFailurePolicy")
+    summary = (
+        '{"recordsRead": 1000, "recordsWritten": 980, "recordsFailed": 20, '
+        '"reason": "error budget exceeded: 20 failed records of 1000 (maxFailedRecords=0)"}'
+    )
+    status = one_shot_status(
+        observed(job=job(failed), pods=[pod("run", exit_code=2, message=summary)]),
+        problem=None,
+        now=NOW,
+    )
+    failed_condition = next(c for c in status.conditions if c.type == "Failed")
+    assert failed_condition.reason == "ErrorBudgetExceeded"
+    assert "error budget spent" in (status.message or "")

@@ -118,6 +118,13 @@ def created(decision: ServingDecision) -> dict[str, dict[str, Any]]:
     return {w.kind: w.body for w in decision.writes if isinstance(w, Create)}
 
 
+def recorded(obj: dict[str, Any], decision: ServingDecision) -> dict[str, Any]:
+    """`obj` with the status a decision published (what the next pass reads back: the
+    keys the controller made are known only from there)."""
+    obj["status"] = decision.status.to_wire()
+    return obj
+
+
 def as_stored(body: dict[str, Any], uid: str = "child-uid") -> dict[str, Any]:
     """A created body as the API server would return it (with a UID)."""
     stored = copy.deepcopy(body)
@@ -134,7 +141,6 @@ def children_of(decision: ServingDecision, **overrides: Any) -> ServingChildren:
     """The children a first decision created, as stored objects (fields may be overridden)."""
     made = created(decision)
     fields = {
-        "secret": made.get("Secret"),
         "config_map": made.get("ConfigMap"),
         "claim": made.get("PersistentVolumeClaim"),
         "deployment": made.get("Deployment"),

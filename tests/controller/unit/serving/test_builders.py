@@ -300,8 +300,8 @@ def test_an_empty_dir_cache_is_limited_to_its_size() -> None:
 
 def test_the_spec_hash_leaves_replicas_out() -> None:
     r = resolved(deployment())
-    one = builders.build_deployment(r, ServingSettings(), replicas=1)
-    three = builders.build_deployment(r, ServingSettings(), replicas=3)
+    one = builders.build_deployment(r, ServingSettings(), replicas=1, keys_version=None)
+    three = builders.build_deployment(r, ServingSettings(), replicas=3, keys_version=None)
     key = names.SPEC_HASH_ANNOTATION
     assert one["metadata"]["annotations"][key] == three["metadata"]["annotations"][key]
 

@@ -27,6 +27,7 @@ from tests.controller.unit.serving.objects import (
     deployment,
     for_runtime,
     model_object,
+    recorded,
     rolled_out,
 )
 
@@ -37,8 +38,10 @@ def reason(status: ModelDeploymentStatus) -> str:
 
 
 def settled(obj: dict[str, Any], **overrides: Any) -> Any:
-    """The children of `obj` as a first decision made them (Deployment rolled out)."""
+    """The children of `obj` as a first decision made them (Deployment rolled out), with
+    that decision's status recorded on `obj`."""
     first = decide(obj)
+    recorded(obj, first)
     dep = rolled_out(created(first)["Deployment"], 1)
     return children_of(first, **{"deployment": dep, **overrides})
 
@@ -65,6 +68,7 @@ def test_patches_only_what_drifted_in_the_pod_template() -> None:
     obj = deployment()
     children = settled(obj)
     changed = deployment(runtime={"llamacpp": {"contextSize": 2048}})
+    changed["status"] = obj["status"]
     writes = decide(changed, children=children).writes
     assert [w.kind for w in writes] == ["Deployment"]
     patch = writes[0]
@@ -115,8 +119,9 @@ def test_deletes_the_children_a_spec_change_no_longer_wants() -> None:
     children = settled(full)
     bare = for_runtime("kserve", auth={"enabled": False})
     deleted = {d.kind for d in decide(bare, children=children).deletions}
+    # The key Secret is not among them: the controller may not delete (or read) Secrets; it
+    # goes with the deployment (owner reference).
     assert deleted == {
-        "Secret",
         "ConfigMap",
         "NetworkPolicy",
         "HorizontalPodAutoscaler",
@@ -144,15 +149,28 @@ def test_refuses_a_child_it_does_not_own() -> None:
     )
 
 
-def test_never_reads_keys_from_a_secret_it_does_not_own() -> None:
+def test_a_taken_secret_name_is_answered_with_a_patch_that_tests_the_owner() -> None:
     obj = deployment()
-    foreign = as_stored(created(decide(obj))["Secret"])
-    foreign["metadata"]["ownerReferences"] = []
-    decision = decide(obj, children=children_of(decide(obj), secret=foreign))
-    assert decision.writes == ()
-    assert (
-        decision.status.message is not None and 'Secret "chat-api-keys"' in decision.status.message
+    decision = decide(obj, secret_answer="exists")
+    (secret,) = [w for w in decision.writes if w.kind == "Secret"]
+    assert isinstance(secret, Patch) and isinstance(secret.body, list)
+    assert secret.body[0] == {
+        "op": "test",
+        "path": "/metadata/ownerReferences/0/uid",
+        "value": "mdep-uid",
+    }
+
+
+def test_a_secret_that_is_not_ours_stops_the_plan() -> None:
+    conflict = Problem(
+        "metadata.name",
+        "NameConflict",
+        'Secret "chat-api-keys" already exists and is not owned by this ModelDeployment',
     )
+    decision = decide(deployment(), answer=conflict)
+    assert decision.writes == ()
+    assert decision.status.message is not None
+    assert 'Secret "chat-api-keys"' in decision.status.message
 
 
 def test_adopts_a_retained_cache_claim_from_an_earlier_deployment_of_the_same_name() -> None:

@@ -154,7 +154,7 @@ def test_generic_without_a_health_path_is_probed_on_its_port() -> None:
 @pytest.mark.parametrize("runtime", ["kserve", "mlserver", "triton", "generic"])
 def test_sidecar_takes_the_public_ports_and_the_probes_pass_through_it(runtime: str) -> None:
     r = resolved(for_runtime(runtime))
-    pod = builders.build_pod_template(r, SETTINGS)["spec"]
+    pod = builders.build_pod_template(r, SETTINGS, keys_version=None)["spec"]
     sidecar = next(c for c in pod["containers"] if c["name"] == names.AUTH_CONTAINER)
     assert sidecar["ports"][0] == {"name": "http", "containerPort": 9080, "protocol": "TCP"}
     own = [p["name"] for p in server(r)["ports"]]

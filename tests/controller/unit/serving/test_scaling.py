@@ -20,6 +20,7 @@ from tests.controller.unit.serving.objects import (
     created,
     decide,
     deployment,
+    recorded,
     rolled_out,
 )
 
@@ -33,10 +34,12 @@ def on_demand(**spec: Any) -> dict[str, Any]:
 def running(obj: dict[str, Any], replicas: int, *, idle_since: str | None = None) -> Any:
     """Children with the Deployment at `replicas` (all ready); status idleSince if given."""
     first = decide(obj)
+    recorded(obj, first)
     dep = copy.deepcopy(created(first)["Deployment"])
     dep["spec"]["replicas"] = replicas
+    obj["status"] = {"apiKeys": obj["status"]["apiKeys"]}
     if idle_since is not None:
-        obj["status"] = {"idleSince": idle_since}
+        obj["status"]["idleSince"] = idle_since
     return children_of(first, deployment=rolled_out(dep, replicas))
 
 
@@ -105,7 +108,10 @@ def test_idle_replicas_above_zero_keep_a_warm_pod() -> None:
 
 def test_without_idle_replicas_the_count_is_always_replicas() -> None:
     obj = deployment(replicas=2)
-    decision = decide(deployment(replicas=3), children=running(obj, 2))
+    more = deployment(replicas=3)
+    children = running(obj, 2)
+    more["status"] = obj["status"]
+    decision = decide(more, children=children)
     assert replicas_patch(decision) == 3
     assert [op["path"] for op in decision.writes[0].body] == ["/spec/replicas"]  # type: ignore[union-attr]
     assert decision.status.idle_since is None

@@ -311,3 +311,26 @@ def test_a_model_is_accepted_when_its_spec_is_usable() -> None:
         "or use https://"
     )
     assert bad.observed_generation == 1
+
+
+def test_a_pod_that_cannot_get_its_secret_is_named_in_the_status() -> None:
+    from controller.core.serving.pods import may_lack_secret, pod_issue
+
+    waiting = {
+        "name": "server",
+        "state": {
+            "waiting": {
+                "reason": "CreateContainerConfigError",
+                "message": 'secret "chat-api-keys" not found',
+            }
+        },
+    }
+    issue = pod_issue([pod(containers=[waiting])])
+    assert issue is not None and issue.reason == "CreateContainerConfigError"
+    assert issue.message == (
+        'container "server" cannot start (CreateContainerConfigError): '
+        'secret "chat-api-keys" not found'
+    )
+    assert may_lack_secret([pod(containers=[waiting])])
+    running = {"name": "server", "state": {"running": {}}}
+    assert not may_lack_secret([pod(containers=[running])])

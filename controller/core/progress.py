@@ -1,0 +1,285 @@
+"""Live progress: whose log to read, and the counts `status.progress` shows. Pure.
+
+How the numbers travel, and why: the runner pod holds no API credentials (its
+ServiceAccount token is never mounted), so it cannot write the run's status. It prints
+one short JSON line, `{"longrunProgress": {...}}`, every `progressIntervalSeconds`;
+the controller reads the tail of the running pod's log through the `pods/log`
+subresource (`get`, read-only: one verb in the chart's Role), `TAIL_LINES` lines and
+at most `LIMIT_BYTES`. The cost is bounded by the rules here:
+- only the pod of a Job that is running is read (no read for any other run);
+- only when the run's progress is older than the interval (`PROGRESS_INTERVAL`, or the
+  runner's own interval when that is longer), so at most one read and one status patch
+  per running run per interval; the reconciler looks again after the interval.
+
+What the log says is user-controlled text: only a line that parses as a
+`ProgressReport` counts, and the numbers are bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import ValidationError
+
+from contracts.run import PROGRESS_KEY, InferenceRunStatus, ProgressReport, RunProgress
+from controller.core import names
+from controller.core.jobs import Obj, job_state, pod_job_name
+from controller.core.settings import Settings
+from controller.core.status import FINISHED, Observed, RunnerLog
+
+TAIL_LINES = 20  # the runner's other lines (warnings) between two reports
+LIMIT_BYTES = 16 * 1024  # applies to the tail from its first line: keep lines x bytes above it
+MARKER = '{"' + PROGRESS_KEY + '"'
+RUNNER_INTERVAL_KEY = "progressIntervalSeconds"
+
+
+@dataclass(frozen=True)
+class LogTarget:
+    """The pod whose log to read this pass."""
+
+    namespace: str
+    pod: str
+    job_name: str
+    container: str = names.CONTAINER_NAME
+
+
+def interval_of(obs: Observed, settings: Settings) -> float:
+    """Seconds between two refreshes: the runner's `progressIntervalSeconds` from the run's
+    contract, never less than PROGRESS_INTERVAL (also the default when the contract is silent)."""
+    text = ((obs.config_map or {}).get("data") or {}).get(names.CONTRACT_KEY)
+    try:
+        runner = json.loads(str(text))["runner"]
+        seconds = float(runner[RUNNER_INTERVAL_KEY])
+    except (TypeError, ValueError, KeyError):
+        seconds = 0.0
+    return max(settings.progress_interval, seconds)
+
+
+def running_job(obs: Observed) -> Obj | None:
+    """The Job whose progress the run shows: a one-shot run's Job while it runs; a scheduled
+    run's newest running execution."""
+    if not obs.spec.is_scheduled:
+        return obs.job if obs.job is not None and job_state(obs.job).phase == "Running" else None
+    running = [job for job in obs.jobs if job_state(job).phase == "Running"]
+    return max(running, key=_created, default=None)
+
+
+def _created(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("creationTimestamp") or "")
+
+
+def running_pod(pods: Sequence[Obj], job_name: str) -> Obj | None:
+    """The Job's newest pod that runs (not being deleted)."""
+    mine = [
+        pod
+        for pod in pods
+        if pod_job_name(pod) == job_name
+        and (pod.get("status") or {}).get("phase") == "Running"
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    return max(mine, key=_created, default=None)
+
+
+def is_due(progress: RunProgress | None, job_name: str, *, interval: float, now: datetime) -> bool:
+    """True when the execution's progress is missing or older than `interval` (or stamped in
+    the future by a replica whose clock was ahead)."""
+    if progress is None or progress.job_name != job_name or progress.updated_at is None:
+        return True
+    age = (now - progress.updated_at).total_seconds()
+    return not 0 <= age < interval
+
+
+def log_target(obs: Observed, settings: Settings, *, now: datetime) -> LogTarget | None:
+    """The pod to read this pass, or None: nothing runs, or the progress is recent enough."""
+    job = running_job(obs)
+    if job is None:
+        return None
+    meta = job["metadata"]
+    interval = interval_of(obs, settings)
+    if not is_due(obs.previous.progress, meta["name"], interval=interval, now=now):
+        return None
+    pod = running_pod(obs.pods, meta["name"])
+    if pod is None:
+        return None
+    return LogTarget(meta["namespace"], pod["metadata"]["name"], meta["name"])
+
+
+def parse_report(text: str) -> ProgressReport | None:
+    """The last progress report in a log tail; None when there is none."""
+    for line in reversed(text.splitlines()):
+        start = line.find(MARKER)  # a line may carry a prefix (a timestamp, a tag)
+        if start < 0:
+            continue
+        try:
+            data = json.loads(line[start:])
+            return ProgressReport.model_validate(data[PROGRESS_KEY])
+        except (ValueError, TypeError, KeyError, ValidationError):
+            continue
+    return None
+
+
+# -- status.progress ------------------------------------------------------------------------
+
+
+def with_progress(
+    status: InferenceRunStatus, obs: Observed, *, now: datetime
+) -> InferenceRunStatus:
+    """The status with the progress of this pass."""
+    progress = progress_of(status, obs, now=now)
+    if progress == status.progress:
+        return status
+    return status.model_copy(update={"progress": progress})
+
+
+def progress_of(status: InferenceRunStatus, obs: Observed, *, now: datetime) -> RunProgress | None:
+    """Running: the latest report (kept between reads). One-shot runs keep their counts when
+    suspended and finish with the final ones; a scheduled run shows only a running execution."""
+    previous = obs.previous.progress
+    job = running_job(obs)
+    if job is not None:
+        name = job["metadata"]["name"]
+        kept = previous if previous is not None and previous.job_name == name else None
+        return _refreshed(kept, obs.runner_log, name, now=now)
+    if obs.spec.is_scheduled:
+        return None
+    if status.phase == "Suspended":
+        return _paused(previous)
+    if status.phase in FINISHED:
+        return _final(previous, status)
+    return None
+
+
+def _refreshed(
+    kept: RunProgress | None, log: RunnerLog | None, job_name: str, *, now: datetime
+) -> RunProgress | None:
+    if log is None or log.job_name != job_name:
+        return kept  # not read this pass
+    report = parse_report(log.text)
+    if report is None:  # nothing reported yet, or a runner that never reports: looked at now
+        base = kept or RunProgress(job_name=job_name)
+        return displayed(base.model_copy(update={"updated_at": now}))
+    done = report.written + report.failed
+    eta = report.eta
+    if eta is None and report.rate and report.total is not None:
+        eta = round(max(report.total - done, 0) / report.rate)
+    return displayed(
+        RunProgress(
+            job_name=job_name,
+            records_read=report.read,
+            records_written=report.written,
+            records_failed=report.failed,
+            records_total=report.total,
+            records_per_second=None if report.rate is None else round(report.rate, 1),
+            eta_seconds=eta,
+            updated_at=now,
+        )
+    )
+
+
+def _paused(previous: RunProgress | None) -> RunProgress | None:
+    if previous is None:
+        return None
+    return displayed(previous.model_copy(update={"records_per_second": None, "eta_seconds": None}))
+
+
+def _final(previous: RunProgress | None, status: InferenceRunStatus) -> RunProgress | None:
+    """The counts a finished run ends with: its result's; of the total as last reported, or
+    all of it for a run that succeeded."""
+    result = status.result
+    if result is None:
+        return _paused(previous)
+    done = result.records_written + result.records_failed
+    total = previous.records_total if previous is not None else None
+    if status.phase == "Succeeded":
+        total = done  # everything the input held was done (whatever a count said)
+    return displayed(
+        RunProgress(
+            job_name=status.job_name,
+            records_read=result.records_read,
+            records_written=result.records_written,
+            records_failed=result.records_failed,
+            records_total=total,
+            updated_at=previous.updated_at if previous is not None else status.completion_time,
+        )
+    )
+
+
+def progress_wait(
+    status: InferenceRunStatus, obs: Observed, settings: Settings, *, now: datetime
+) -> float | None:
+    """Seconds until the progress of a running execution is due again; None when none runs."""
+    if running_job(obs) is None:
+        return None
+    interval = interval_of(obs, settings)
+    progress = status.progress
+    if progress is None or progress.updated_at is None:
+        return interval
+    age = (now - progress.updated_at).total_seconds()
+    return max(interval - age, 1.0)
+
+
+# -- what the printer columns show ----------------------------------------------------------
+
+
+def percent(done: int, total: int | None) -> float | None:
+    """`done` of `total` in percent (one decimal, at most 100); None without a total."""
+    if total is None:
+        return None
+    if total == 0:
+        return 100.0
+    return min(round(done * 100 / total, 1), 100.0)
+
+
+def displayed(progress: RunProgress) -> RunProgress:
+    """The progress with what derives from its counts: the percent and the column texts."""
+    text, pct = None, None
+    if progress.records_written is not None or progress.records_failed is not None:
+        done = (progress.records_written or 0) + (progress.records_failed or 0)
+        pct = percent(done, progress.records_total)
+        text = compact(done)
+        if progress.records_total is not None:
+            text += f"/{compact(progress.records_total)} ({int(pct or 0)}%)"
+    rate = progress.records_per_second
+    eta = progress.eta_seconds
+    return progress.model_copy(
+        update={
+            "percent": pct,
+            "text": text,
+            "rate_text": None if rate is None else f"{compact(rate)}/s",
+            "eta_text": None if eta is None else duration_text(eta),
+        }
+    )
+
+
+def compact(value: float) -> str:
+    """0.5, 950, 1.2k, 12k, 3M, 1.5B: at most three significant digits."""
+    if value < 10 and value != int(value):
+        return f"{value:.1f}"
+    if value < 999.5:
+        return f"{value:.0f}"
+    unit = "T"
+    for candidate in ("k", "M", "B", "T"):
+        value /= 1000
+        unit = candidate
+        if value < 999.5:
+            break
+    shown = f"{value:.1f}" if value < 9.95 else f"{value:.0f}"
+    return shown.removesuffix(".0") + unit
+
+
+def duration_text(seconds: int) -> str:
+    """45s, 5m, 1h20m, 2d3h: the two largest units, like kubectl's ages."""
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if hours == 0:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if minutes < 10 and rest else f"{minutes}m"
+    if days == 0:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    rest = hours % 24
+    return f"{days}d{rest}h" if rest else f"{days}d"

@@ -1,0 +1,114 @@
+"""API keys, decided without ever reading the Secret that holds them.
+
+The controller has no read access to Secrets (docs/security.md), so it cannot look at
+the keys it made. What it must know about them is recorded in the deployment's status
+(`status.apiKeys`: a random version, the count, the rotation request they were made
+for), and the Secret is only ever written:
+
+- no keys recorded yet: `create` it; AlreadyExists (ours from a pass whose status was
+  lost, or someone else's) is answered with a JSON patch whose first op tests that the
+  Secret's owner is this deployment, so a Secret that is not ours is never overwritten
+  (the API server refuses the whole patch: NameConflict);
+- a new rotation request or key count: the same owner-tested patch with new keys (a new
+  count replaces every key: the old ones cannot be read to be kept); 404 means it was
+  deleted, and it is created again;
+- pods that cannot start (their containers wait in ContainerCreating or
+  CreateContainerConfigError, as when the Secret is gone) make the controller try to
+  `create` it: AlreadyExists says it is there, a success means it was missing and now
+  holds new keys (reason SecretMissing).
+
+Every new set of keys gets a new random version, which is the pod template's
+`longrun.dev/api-keys-version`: the pods roll and pick the new keys up (llama.cpp and
+nginx read them at start). `entropy` is the only randomness, so deciding stays pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from contracts.serving import ApiKeysStatus
+from contracts.serving.deployment import KeysReason
+from controller.core.serving import auth, builders, names
+from controller.core.serving.auth import Entropy
+from controller.core.serving.observed import ServingObserved
+from controller.core.serving.pods import may_lack_secret
+from controller.core.serving.resolve import ServingResolved
+from controller.core.serving.writes import Create, Patch, Write
+
+VERSION_BYTES = 8
+
+
+@dataclass(frozen=True)
+class KeyPlan:
+    """The Secret write (if any), the keys status after it, and the pods' keys version."""
+
+    writes: tuple[Write, ...]
+    keys: ApiKeysStatus | None
+    version: str | None  # None: auth is off
+
+
+def plan_keys(
+    obs: ServingObserved, r: ServingResolved, *, entropy: Entropy, now: datetime
+) -> KeyPlan:
+    """What to write into the key Secret this pass, and what status.apiKeys says then."""
+    if not r.spec.auth.enabled:
+        return KeyPlan((), None, None)
+    have = obs.previous.api_keys
+    reason = new_keys_reason(obs, r, have)
+    if reason is None:
+        assert have is not None
+        return KeyPlan((), have, have.version)
+    count = r.spec.auth.key_count
+    made = ApiKeysStatus(
+        version=entropy(VERSION_BYTES).hex(),
+        count=count,
+        rotated_for=r.rotation,
+        made_at=now,
+        reason=reason,
+    )
+    body = builders.build_key_secret(r, auth.generate_keys(count, entropy))
+    return KeyPlan((_write(obs, r, body, have),), made, made.version)
+
+
+def new_keys_reason(
+    obs: ServingObserved, r: ServingResolved, have: ApiKeysStatus | None
+) -> KeysReason | None:
+    """Why new keys are needed now (None: the recorded ones stand)."""
+    if have is None:
+        return "Created"
+    if have.rotated_for != r.rotation:
+        return "RotationRequested"
+    if have.count != r.spec.auth.key_count:
+        return "KeyCountChanged"
+    if obs.secret_answer is None and may_lack_secret(obs.children.pods):
+        return "SecretMissing"
+    return None
+
+
+def _write(
+    obs: ServingObserved, r: ServingResolved, body: dict[str, object], have: ApiKeysStatus | None
+) -> Write:
+    replace = obs.secret_answer == "exists" or (
+        have is not None and obs.secret_answer != "missing" and not _is_probe(obs, r, have)
+    )
+    if not replace:
+        return Create("Secret", body)
+    name = names.api_key_secret_name(r.owner.name)
+    return Patch("Secret", r.owner.namespace, name, owner_tested_replace(body, obs.uid))
+
+
+def _is_probe(obs: ServingObserved, r: ServingResolved, have: ApiKeysStatus) -> bool:
+    return new_keys_reason(obs, r, have) == "SecretMissing"
+
+
+def owner_tested_replace(body: dict[str, object], uid: str) -> list[dict[str, object]]:
+    """A JSON patch replacing the keys that the API server applies only if the Secret's
+    controller owner is `uid` (a failed `test` fails the whole patch with 422)."""
+    metadata = body["metadata"]
+    assert isinstance(metadata, dict)
+    return [
+        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": uid},
+        {"op": "add", "path": "/metadata/annotations", "value": metadata["annotations"]},
+        {"op": "add", "path": "/data", "value": body["data"]},
+    ]

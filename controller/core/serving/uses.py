@@ -1,0 +1,241 @@
+"""Runs that use a ModelDeployment: the config's `model.deploymentRef`, both ways. Pure.
+
+Run side: a config's `model.deploymentRef` is replaced, when the run is rendered, by what
+the deployment's status says (endpoint, protocol, model name, API-key Secret), so the
+contract and the runner only ever see a resolved `url`. A one-shot run waits (Pending,
+`Accepted=False` with reason DeploymentNotAvailable) while the deployment is not
+Available, and fails when its `timeoutSeconds` pass first; a scheduled run needs only the
+endpoint to make its CronJob (an on-demand deployment is scaled up while an execution
+runs, and the runner's retries cover its start).
+
+Deployment side: which runs use a deployment now (`is_active`), for on-demand scaling.
+
+Namespaces, as for configs (controller/core/pinning.py, docs/security.md): the
+deploymentRef resolves in the config's namespace by default; a deployment in another
+namespace than the run's must list the run's namespace in `spec.allowedNamespaces`, and
+its key Secret, which a run cannot read across namespaces, must then be replaced by a
+Secret of the run's own namespace (`model.auth`). The reference is part of the config,
+so a change of it in a shared config waits for the run's owner like any config change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pydantic import ValidationError
+
+from contracts.base import SecretKeyRef
+from contracts.config import InferenceConfigSpec
+from contracts.model import ApiKeyAuth, ModelBlock
+from contracts.run import InferenceRunStatus
+from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentStatus
+from controller.core import conditions as cond
+from controller.core.conditions import find
+from controller.core.jobs import parse_time
+from controller.core.ports import Obj
+from controller.core.validation import Problem
+
+# Reasons a run waits for, until its timeout (the others are user errors: they wait for a fix).
+WAIT_REASONS = frozenset({"DeploymentNotFound", "DeploymentNotAvailable"})
+ACTIVE_PHASES = frozenset({"Pending", "Running"})
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a config's deploymentRef points: the deployment's namespace and name."""
+
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`."""
+        return f"{self.namespace}/{self.name}"
+
+
+def _meta(obj: Obj) -> Obj:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def target_of(config: Obj) -> Target | None:
+    """The deployment a config's `model.deploymentRef` names (default namespace: the
+    config's), or None when the config calls a URL."""
+    model = (config.get("spec") or {}).get("model")
+    ref = model.get("deploymentRef") if isinstance(model, dict) else None
+    if not isinstance(ref, dict) or not ref.get("name"):
+        return None
+    namespace = ref.get("namespace") or _meta(config).get("namespace", "")
+    return Target(str(namespace), str(ref["name"]))
+
+
+def is_active(run: Obj) -> bool:
+    """True while a run uses its deployment: a one-shot run not finished (a new run too), a
+    scheduled run while one of its executions runs."""
+    if _meta(run).get("deletionTimestamp"):
+        return False
+    status = run.get("status") or {}
+    phase = status.get("phase")
+    if not phase or phase in ACTIVE_PHASES:
+        return True
+    if phase in ("Scheduled", "Suspended"):
+        conditions = status.get("conditions") or []
+        return any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
+    return False
+
+
+def finished_at(run: Obj) -> datetime | None:
+    """When a run's last execution ended, if it did."""
+    return parse_time((run.get("status") or {}).get("completionTime"))
+
+
+# -- the run side ---------------------------------------------------------------------------
+
+
+def with_deployment(
+    spec: InferenceConfigSpec,
+    config: Obj,
+    deployment: Obj | None,
+    *,
+    run_namespace: str,
+    scheduled: bool,
+) -> InferenceConfigSpec | Problem:
+    """The config spec with its deploymentRef resolved from the deployment's status, or the
+    problem (waiting or a user error). Configs that call a URL come back unchanged."""
+    block, target = spec.model, target_of(config)
+    if block is None or block.deployment_ref is None or target is None:
+        return spec
+    status = _check(target, deployment, block, run_namespace=run_namespace)
+    if isinstance(status, Problem):
+        return status
+    problem = _availability(target, status, require_available=not scheduled)
+    if problem is not None:
+        return problem
+    assert status.endpoint and status.protocol and status.model_name
+    auth = None
+    if status.api_key_secret:
+        key = SecretKeyRef(name=status.api_key_secret, key=API_KEY_SECRET_KEY)
+        auth = ApiKeyAuth(secret_ref=key)
+    resolved = block.with_target(
+        url=status.endpoint, protocol=status.protocol, name=status.model_name, auth=auth
+    )
+    return spec.model_copy(update={"model": resolved})
+
+
+def _check(
+    target: Target, deployment: Obj | None, block: ModelBlock, *, run_namespace: str
+) -> ModelDeploymentStatus | Problem:
+    where = f'ModelDeployment "{target.key}"'
+    if deployment is None or _meta(deployment).get("deletionTimestamp"):
+        message = f"{where} does not exist; create it and the run starts"
+        return Problem("spec.model.deploymentRef", "DeploymentNotFound", message)
+    try:
+        status = ModelDeploymentStatus.model_validate(deployment.get("status") or {})
+    except ValidationError:
+        message = f"{where} has a status longrun cannot read; the run starts when it is Available"
+        return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
+    if target.namespace == run_namespace:
+        return status
+    # Read as the API server stored it (a spec the controller refuses is not Available anyway).
+    allowed = (deployment.get("spec") or {}).get("allowedNamespaces") or []
+    if run_namespace not in allowed:
+        message = f'{where} does not list namespace "{run_namespace}" in spec.allowedNamespaces'
+        return Problem("spec.model.deploymentRef.namespace", "DeploymentNotAllowed", message)
+    if status.api_key_secret and block.auth is None:
+        message = (
+            f'{where} keeps its API key in Secret "{status.api_key_secret}" of namespace '
+            f'"{target.namespace}", and a run reads Secrets of its own namespace only: put the '
+            f'key into a Secret in "{run_namespace}" and name it in model.auth.secretRef'
+        )
+        return Problem("spec.model.auth", "SecretInOtherNamespace", message)
+    return status
+
+
+def _availability(
+    target: Target, status: ModelDeploymentStatus, *, require_available: bool
+) -> Problem | None:
+    known = bool(status.endpoint and status.protocol and status.model_name)
+    available = find(status.conditions, "Available")
+    is_up = available is not None and available.status == "True"
+    if known and (is_up or not require_available):
+        return None
+    phase = status.phase or "not reconciled yet"
+    said = f"{phase}: {status.message}" if status.message else phase
+    message = (
+        f'waiting for ModelDeployment "{target.key}" to become Available ({said}); the run '
+        "starts when it is, or fails when spec.timeoutSeconds pass first"
+    )
+    return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
+
+
+def is_waiting(problem: Problem | None) -> bool:
+    """True for the problems a run waits out (until its timeout) rather than a user error."""
+    return problem is not None and problem.reason in WAIT_REASONS
+
+
+def gave_up(previous: InferenceRunStatus) -> bool:
+    """True for a one-shot run that failed waiting for its deployment: it never starts."""
+    failed = find(previous.conditions, "Failed")
+    return (
+        previous.phase == "Failed"
+        and not previous.job_name
+        and failed is not None
+        and failed.reason in WAIT_REASONS
+    )
+
+
+def wait_deadline(run: Obj, timeout_seconds: int | None) -> datetime | None:
+    """When a waiting run gives up: `timeoutSeconds` after its creation (None: never)."""
+    created = parse_time(_meta(run).get("creationTimestamp"))
+    if timeout_seconds is None or created is None:
+        return None
+    return created + timedelta(seconds=timeout_seconds)
+
+
+def waited_too_long(
+    status: InferenceRunStatus,
+    problem: Problem,
+    *,
+    deadline: datetime | None,
+    generation: int,
+    now: datetime,
+) -> tuple[InferenceRunStatus, float | None]:
+    """A waiting run's status (Failed once `deadline` passed), and when to look again."""
+    if deadline is None:
+        return status, None
+    if now < deadline:
+        return status, (deadline - now).total_seconds()
+    message = f"{problem.message.split('; the run starts')[0]}: gave up after spec.timeoutSeconds"
+    wants = [
+        cond.Want("Accepted", False, problem.reason, f"{problem.field}: {problem.message}"),
+        cond.Want("Running", False, problem.reason),
+        cond.Want("Complete", False, problem.reason),
+        cond.Want("Failed", True, problem.reason, message),
+    ]
+    failed = status.model_copy(
+        update={
+            "phase": "Failed",
+            "message": message,
+            "completion_time": now,
+            "conditions": cond.resolve(status.conditions, wants, now=now, generation=generation),
+        }
+    )
+    return failed, None
+
+
+def waiting_status(
+    status: InferenceRunStatus,
+    problem: Problem | None,
+    *,
+    run: Obj,
+    timeout_seconds: int | None,
+    generation: int,
+    now: datetime,
+) -> tuple[InferenceRunStatus, float | None]:
+    """A one-shot run's status while it waits for its deployment (Failed after its
+    timeout), and when to look again; any other status passes through."""
+    if problem is None or not is_waiting(problem):
+        return status, None
+    deadline = wait_deadline(run, timeout_seconds)
+    return waited_too_long(status, problem, deadline=deadline, generation=generation, now=now)

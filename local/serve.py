@@ -1,0 +1,287 @@
+"""`longrun serve -f FILE`: run a ModelDeployment on this machine, the way a cluster would.
+
+The files are validated like `longrun validate`, the deployment resolved and run as
+`local.deployment` describes; the command prints the endpoint and the file holding the API
+key, never a key, and serves until Ctrl-C or SIGTERM. While it serves, its `serving.json`
+tells `longrun run` (same `--work-dir`) where the deployment is (`served`); a run whose
+deployment nobody serves starts it for the run's duration (`DeploymentsForRun`).
+Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 the server failed, 2 invalid input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+from contracts.serving import API_KEY_SECRET_KEY
+from controller.core.serving import names, uses
+from controller.core.serving.settings import serving_settings_from_env
+from controller.core.serving.uses import Target
+from controller.core.settings import SettingsError
+from local.deployment import (
+    STATE_FILE,
+    LocalDeployment,
+    ServeError,
+    deployment_dir,
+    local_deployment,
+)
+from local.inputs import InputError, Inputs, load_inputs
+from local.runtimes import RuntimeUnavailable
+
+Obj = dict[str, Any]
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+DEFAULT_WORK_DIR = ".longrun"
+__all__ = ["DeploymentsForRun", "ServeError", "add_parser", "pairs", "served"]
+
+
+def served(work_dir: str | Path, namespace: str, name: str) -> Obj | None:
+    """The state of a deployment `longrun serve` serves now (its process alive), else None."""
+    path = deployment_dir(work_dir, namespace, name) / STATE_FILE
+    try:
+        state: Obj = json.loads(path.read_text())
+        os.kill(int(state["pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    return state
+
+
+def as_deployment(state: Obj) -> Obj:
+    """A served deployment as the ModelDeployment a run resolves (Available, its endpoint)."""
+    name = str(state["name"])
+    status = {
+        "phase": "Running",
+        "endpoint": state["endpoint"],
+        "protocol": state["protocol"],
+        "modelName": state["modelName"],
+        "conditions": [
+            {
+                "type": "Available",
+                "status": "True",
+                "reason": "MinimumReplicasAvailable",
+                "lastTransitionTime": "1970-01-01T00:00:00Z",
+            }
+        ],
+    }
+    if state.get("apiKeyFile"):
+        status["apiKeySecret"] = names.api_key_secret_name(name)
+    meta = {"name": name, "namespace": state["namespace"]}
+    return {"kind": "ModelDeployment", "metadata": meta, "spec": {}, "status": status}
+
+
+def key_secret(state: Obj) -> tuple[str, dict[str, bytes]] | None:
+    """The (name, data) of the Secret a run reads the key from, for a served deployment."""
+    path = state.get("apiKeyFile")
+    if not path:
+        return None
+    key = Path(str(path)).read_bytes().strip()
+    return names.api_key_secret_name(str(state["name"])), {API_KEY_SECRET_KEY: key}
+
+
+class DeploymentsForRun:
+    """The ModelDeployment a run's config names, for `longrun run`: one `longrun serve`
+    serves now, or one of the files, started for the run's duration (`stop` ends it)."""
+
+    def __init__(
+        self,
+        inputs: Inputs,
+        *,
+        work_dir: str | Path,
+        console: Any,
+        pythons: Mapping[str, str] | None = None,
+        claims: Mapping[str, str] | None = None,
+    ) -> None:
+        self.inputs = inputs
+        self.work_dir = work_dir
+        self.console = console
+        self.pythons = pythons or {}
+        self.claims = claims or {}
+        self.started: list[LocalDeployment] = []
+
+    def lookup(self, run: Obj) -> Callable[[str, str], Obj | None]:
+        """The deployments lookup `resolve` takes, starting the one the run needs first."""
+        target = self._target(run)
+        found = self._serve(run, target) if target is not None else None
+        wanted = (target.namespace, target.name) if target is not None else None
+
+        def lookup(namespace: str, name: str) -> Obj | None:
+            return found if (namespace, name) == wanted else None
+
+        return lookup
+
+    def _target(self, run: Obj) -> Target | None:
+        ref = (run.get("spec") or {}).get("configRef") or {}
+        namespace = ref.get("namespace") or run["metadata"].get("namespace", "")
+        config = self.inputs.configs.get((namespace, ref.get("name", "")))
+        return uses.target_of(config) if config is not None else None
+
+    def _serve(self, run: Obj, target: Target) -> Obj | None:
+        state = served(self.work_dir, target.namespace, target.name)
+        if state is None:
+            obj = self.inputs.deployments.get((target.namespace, target.name))
+            if obj is None:
+                return None
+            local = local_deployment(
+                obj,
+                self.inputs,
+                serving_settings_from_env(),
+                work_dir=self.work_dir,
+                pythons=self.pythons,
+                claims=self.claims,
+            )
+            self.console.say(f"longrun: starting ModelDeployment {target.key} for this run")
+            local.start()
+            self.started.append(local)
+            self.console.say(f"longrun: ModelDeployment {target.key} serves at {local.endpoint}")
+            state = served(self.work_dir, target.namespace, target.name)
+            assert state is not None
+        secret = key_secret(state)
+        if secret is not None:  # the run reads the key from a Secret of its own namespace
+            namespace = run["metadata"].get("namespace", "")
+            self.inputs.secrets[(namespace, secret[0])] = secret[1]
+        return as_deployment(state)
+
+    def stop(self) -> None:
+        """Stop what was started for the run."""
+        for local in self.started:
+            local.stop()
+        self.started.clear()
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add `serve` to the `longrun` subcommands (handler: `handle`)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "serve",
+        help="serve a ModelDeployment locally, without a cluster",
+        description="Serve a ModelDeployment on this machine: same pod as in a cluster, its "
+        "runtime mapped to the same server installed locally (local-only).",
+    )
+    add = parser.add_argument
+    add("name", nargs="?", metavar="NAME", help="ModelDeployment name (if the files hold several)")
+    add("-f", "--filename", dest="files", action="append", required=True, metavar="PATH",
+        help="a YAML file or a directory: ModelDeployment, Model")  # fmt: skip
+    add("-n", "--namespace", default="default", help="namespace of objects without one")
+    add("--port", type=int, default=0, help="port to serve on (default: a free one)")
+    add("--work-dir", default=DEFAULT_WORK_DIR, help="local state directory (%(default)s)")
+    add("--runtime-python", action="append", default=[], metavar="RUNTIME=PYTHON",
+        help="the Python with RUNTIME's server (llamacpp, kserve, mlserver, triton)")  # fmt: skip
+    add("--pvc", action="append", default=[], metavar="CLAIM=DIR",
+        help="a local directory standing in for a PersistentVolumeClaim")  # fmt: skip
+    parser.set_defaults(handler=handle)
+    return parser
+
+
+def pairs(entries: list[str], flag: str) -> dict[str, str]:
+    """`KEY=VALUE` flags as a dict; ValueError naming the flag when malformed."""
+    found = {}
+    for entry in entries:
+        key, sep, value = entry.partition("=")
+        if not sep or not key or not value:
+            raise ValueError(f"{flag} {entry!r}: expected KEY=VALUE")
+        found[key] = value
+    return found
+
+
+def pick_deployment(inputs: Inputs, name: str | None, *, namespace: str) -> Obj:
+    """The deployment to serve: the one named, or the only one."""
+    if name is not None:
+        found = inputs.deployments.get((namespace, name))
+        if found is None:
+            raise InputError(f'no ModelDeployment "{namespace}/{name}" in the given files')
+        return found
+    if len(inputs.deployments) != 1:
+        listed = ", ".join(f"{ns}/{n}" for ns, n in sorted(inputs.deployments)) or "none"
+        raise InputError(f"name the ModelDeployment to serve (found: {listed})")
+    return next(iter(inputs.deployments.values()))
+
+
+def prepare(args: argparse.Namespace) -> LocalDeployment:
+    """Load, validate and resolve; InputError (or ValueError) when anything is wrong."""
+    settings = serving_settings_from_env()
+    inputs = load_inputs(args.files, namespace=args.namespace)
+    obj = pick_deployment(inputs, args.name, namespace=args.namespace)
+    return local_deployment(
+        obj,
+        inputs,
+        settings,
+        work_dir=args.work_dir,
+        port=args.port,
+        pythons=pairs(args.runtime_python, "--runtime-python"),
+        claims=pairs(args.pvc, "--pvc"),
+    )
+
+
+def handle(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
+    """Serve until Ctrl-C or SIGTERM; returns the exit code."""
+    stream = out or sys.stderr
+    try:
+        local = prepare(args)
+    except (InputError, SettingsError, ValueError) as exc:
+        print(f"longrun serve: {exc}", file=stream)
+        return EXIT_INVALID
+    stop = threading.Event()
+    with _signals_stop(stop):
+        try:
+            local.start()
+        except (ServeError, RuntimeUnavailable) as exc:
+            print(f"longrun serve: {exc}", file=stream)
+            return EXIT_FAILED
+        r = local.resolved
+        print(
+            f"ModelDeployment {r.owner.namespace}/{r.owner.name}: Running, serving model "
+            f"{r.served_name!r} ({r.plan.kind}, protocol {r.plan.protocol}) at {local.endpoint}",
+            file=stream,
+            flush=True,
+        )
+        if r.spec.auth.enabled:
+            print(
+                f"API key: in {local.key_file} (send `Authorization: Bearer <key>`)",
+                file=stream,
+                flush=True,
+            )
+        print(f"logs: {local.base}/*.log; Ctrl-C stops it", file=stream, flush=True)
+        code = _serve_until(local, stop)
+    return code
+
+
+def _serve_until(local: LocalDeployment, stop: threading.Event) -> int:
+    while not stop.wait(0.5):
+        if any(p.poll() is not None for p in local.processes):
+            local.stop()
+            return EXIT_FAILED
+    local.stop()
+    return EXIT_OK
+
+
+@contextmanager
+def _signals_stop(stop: threading.Event) -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`longrun serve` as a standalone command (`python -m local.serve`)."""
+    parser = argparse.ArgumentParser(prog="longrun")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return int(handle(parser.parse_args(["serve", *(argv or sys.argv[1:])])))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

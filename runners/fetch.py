@@ -1,0 +1,459 @@
+"""`longrun-fetch`: put a model into the cache once, for a ModelDeployment's init container.
+
+    longrun-fetch SOURCE DEST [--sha256 HEX] [--endpoint-url URL] [--credentials-dir DIR]
+
+The controller renders this command line (controller/core/serving/builders.py,
+`fetch_container`); docs/serving.md documents it. SOURCE is a Model's URI:
+
+- `s3://bucket/key` (one object) or `s3://bucket/prefix/` (every object under it), with
+  boto3 (`--endpoint-url` for MinIO and other S3-compatible stores);
+- `https://host/path` (or `http://` with `--sha256`), with requests; `BEARER_TOKEN` sends
+  `Authorization: Bearer`; a private CA comes from `REQUESTS_CA_BUNDLE` / `SSL_CERT_FILE`;
+- `hf://org/repo/file[@revision]` (one file) or `hf://org/repo[@revision]` (the whole
+  repo), through `HF_ENDPOINT` (default https://huggingface.co):
+  `{HF_ENDPOINT}/{org}/{repo}/resolve/{revision}/{file}`, and for a whole repo its file list
+  from `{HF_ENDPOINT}/api/models/{org}/{repo}/revision/{revision}`; `HF_TOKEN` is sent;
+- `pvc://claim/path`: the claim is mounted at `$LONGRUN_PVC_ROOT/claim` (default
+  /mnt/source/claim). When DEST is that path the model is used in place and only checked;
+  otherwise it is copied to DEST.
+
+What makes it safe to run on every pod start:
+- a DEST that is complete is kept: with `--sha256` when its digest matches, without when
+  the marker `DEST.longrun-complete`, written after a successful fetch, is there;
+- downloads go to `DEST.partial` and are renamed into place, so a crash never leaves a half
+  file that looks complete;
+- transient errors are retried a few times with backoff before giving up.
+
+Credentials are files named like the variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN, HF_TOKEN, BEARER_TOKEN) in `--credentials-dir` (a mounted Secret).
+
+Exit codes: 0 done or already there; 2 bad arguments or an unsupported source; 3 the
+sha256 does not match; 4 not found or access denied; 5 a transient network or storage
+error. A failure writes a one-line reason (never a credential) to the termination log
+(`TERMINATION_MESSAGE_PATH`, default /dev/termination-log), which the deployment's status
+quotes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import hashlib
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+EXIT_OK, EXIT_USAGE, EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_TRANSIENT = 0, 2, 3, 4, 5
+MARKER = ".longrun-complete"
+PARTIAL = ".partial"
+CHUNK = 1 << 20
+ATTEMPTS = 3
+DEFAULT_HF = "https://huggingface.co"
+DEFAULT_PVC_ROOT = "/mnt/source"
+CREDENTIAL_NAMES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "HF_TOKEN",
+    "BEARER_TOKEN",
+)
+T = TypeVar("T")
+_SOURCE = re.compile(r"^(?P<scheme>s3|hf|https?|pvc)://(?P<rest>.+)$")
+_HF = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)(/(?P<path>[^@\s]+))?(@(?P<rev>[\w./-]+))?$")
+
+
+class FetchError(Exception):
+    """A failure with its exit code; the message is what the termination log says."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """One invocation: where from, where to, and how to check and authenticate."""
+
+    source: str
+    dest: Path
+    sha256: str | None = None
+    endpoint_url: str | None = None
+    credentials: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def secret(self, name: str) -> str | None:
+        """A credential: from the credentials directory, else the environment."""
+        return self.credentials.get(name) or self.env.get(name) or None
+
+
+# -- entry point -----------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line; argparse exits 2 on a usage error."""
+    parser = argparse.ArgumentParser(
+        prog="longrun-fetch", description="Put a model into the cache once (an init container)."
+    )
+    parser.add_argument("source", help="s3://, hf://, https:// or pvc:// URI")
+    parser.add_argument("dest", help="the file (or directory, for a directory source) to fill")
+    parser.add_argument("--sha256", default=None, help="expected SHA-256 of the file")
+    parser.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
+    parser.add_argument("--credentials-dir", default=None, help="credential files (a Secret)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `longrun-fetch`; returns the exit code."""
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        fetch = Fetch(
+            source=args.source,
+            dest=Path(args.dest),
+            sha256=_checked_sha(args.sha256),
+            endpoint_url=args.endpoint_url,
+            credentials=read_credentials(args.credentials_dir),
+            env=dict(os.environ),
+        )
+        said = run(fetch)
+    except FetchError as exc:
+        reason = " ".join(str(exc).split())[:400]
+        print(f"longrun-fetch: {reason}", file=sys.stderr)
+        write_termination_message(f"exit {exc.code}: {reason}")
+        return exc.code
+    print(f"longrun-fetch: {said}", file=sys.stderr)
+    return EXIT_OK
+
+
+def console() -> None:
+    """The `longrun-fetch` console script."""
+    sys.exit(main())
+
+
+def _checked_sha(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+        raise FetchError(EXIT_USAGE, "--sha256 must be 64 hexadecimal digits")
+    return value.lower()
+
+
+def read_credentials(directory: str | None) -> dict[str, str]:
+    """The credential files of a mounted Secret (only the names longrun-fetch reads)."""
+    if not directory:
+        return {}
+    root = Path(directory)
+    if not root.is_dir():
+        raise FetchError(EXIT_USAGE, f"--credentials-dir {directory} is not a directory")
+    found = {}
+    for name in CREDENTIAL_NAMES:
+        path = root / name
+        if path.is_file():
+            found[name] = path.read_text().strip()
+    return found
+
+
+def write_termination_message(text: str) -> None:
+    """The one-line reason the kubelet reports (best effort)."""
+    path = os.environ.get("TERMINATION_MESSAGE_PATH", "/dev/termination-log")
+    with contextlib.suppress(OSError):
+        Path(path).write_text(text[:4000])
+
+
+def run(fetch: Fetch) -> str:
+    """Fetch (or keep) the model; what was done, in words; FetchError on failure."""
+    match = _SOURCE.match(fetch.source)
+    if match is None:
+        raise FetchError(EXIT_USAGE, f"unsupported source {fetch.source!r}")
+    scheme, rest = match["scheme"], match["rest"]
+    if scheme == "pvc":
+        return _pvc(fetch, rest)
+    is_dir = _is_directory(scheme, rest)
+    if is_dir and fetch.sha256:
+        raise FetchError(EXIT_USAGE, "--sha256 checks one file, but the source is a directory")
+    if is_complete(fetch.dest, fetch.sha256, is_dir=is_dir):
+        return f"{fetch.dest} is already there"
+    files = _plan(fetch, scheme, rest)
+    _download_all(fetch, files, is_dir=is_dir)
+    return f"fetched {fetch.source} into {fetch.dest}"
+
+
+def _is_directory(scheme: str, rest: str) -> bool:
+    if scheme == "s3":
+        return rest.endswith("/")
+    if scheme == "hf":
+        found = _HF.match(rest)
+        return found is not None and not found["path"]
+    return False
+
+
+# -- completeness and writing ----------------------------------------------------------------
+
+
+def marker_of(dest: Path) -> Path:
+    """The marker written next to DEST after a successful fetch."""
+    return dest.with_name(dest.name + MARKER)
+
+
+def is_complete(dest: Path, sha256: str | None, *, is_dir: bool) -> bool:
+    """True when DEST needs no fetch: its digest matches, or its marker is there."""
+    if sha256 is not None and not is_dir:
+        return dest.is_file() and digest_of(dest) == sha256
+    return marker_of(dest).exists() and (dest.is_dir() if is_dir else dest.is_file())
+
+
+def digest_of(path: Path) -> str:
+    """The SHA-256 of a file, hex."""
+    hashed = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(CHUNK):
+            hashed.update(block)
+    return hashed.hexdigest()
+
+
+Opener = Callable[[], Iterator[bytes]]
+
+
+def _download_all(fetch: Fetch, files: list[tuple[str, Opener]], *, is_dir: bool) -> None:
+    """Write every (relative path, opener) into DEST.partial, check, then rename into place."""
+    partial = fetch.dest.with_name(fetch.dest.name + PARTIAL)
+    _remove(partial)
+    marker_of(fetch.dest).unlink(missing_ok=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    for rel, opener in files:
+        target = partial / rel if is_dir else partial
+        digest = _retrying(functools.partial(_write, target, opener))
+        if fetch.sha256 is not None and digest != fetch.sha256:
+            _remove(partial)
+            raise FetchError(
+                EXIT_MISMATCH, f"sha256 of {fetch.source} is {digest}, expected {fetch.sha256}"
+            )
+    _remove(fetch.dest)
+    partial.rename(fetch.dest)
+    marker_of(fetch.dest).write_text(f"{fetch.source}\n")
+
+
+def _write(target: Path, opener: Opener) -> str:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    hashed = hashlib.sha256()
+    with target.open("wb") as out:
+        for block in opener():
+            hashed.update(block)
+            out.write(block)
+    return hashed.hexdigest()
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def _retrying(step: Callable[[], T]) -> T:
+    """Run `step`, retrying transient failures (exit 5) with backoff."""
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return step()
+        except FetchError as exc:
+            if exc.code != EXIT_TRANSIENT or attempt == ATTEMPTS:
+                raise
+            time.sleep(min(2**attempt, 10) * 0.5)
+    raise AssertionError("unreachable")
+
+
+# -- sources -----------------------------------------------------------------------------------
+
+
+def _plan(fetch: Fetch, scheme: str, rest: str) -> list[tuple[str, Opener]]:
+    """(relative path, opener) of every file to fetch ('' for a single file)."""
+    if scheme == "s3":
+        return _s3_plan(fetch, rest)
+    if scheme == "hf":
+        return _hf_plan(fetch, rest)
+    return [("", lambda: _http_stream(fetch, fetch.source, _bearer(fetch)))]
+
+
+def _bearer(fetch: Fetch) -> dict[str, str]:
+    token = fetch.secret("BEARER_TOKEN")
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def _http_stream(fetch: Fetch, url: str, headers: dict[str, str]) -> Iterator[bytes]:
+    import requests
+
+    try:
+        with requests.get(url, headers=headers, stream=True, timeout=(10, 300)) as resp:
+            _check_status(resp.status_code, url)
+            yield from resp.iter_content(CHUNK)
+    except requests.exceptions.SSLError as exc:
+        raise FetchError(
+            EXIT_NOT_FOUND, f"TLS verification of {_host(url)} failed: {exc}"
+        ) from None
+    except requests.RequestException as exc:
+        raise FetchError(EXIT_TRANSIENT, f"{_host(url)}: {type(exc).__name__}") from None
+
+
+def _check_status(status: int, url: str) -> None:
+    if status < 400:
+        return
+    where = url.split("?", 1)[0]
+    if status in (401, 403, 404, 410):
+        raise FetchError(EXIT_NOT_FOUND, f"{where}: HTTP {status} (not found or access denied)")
+    if status in (408, 429) or status >= 500:
+        raise FetchError(EXIT_TRANSIENT, f"{where}: HTTP {status}")
+    raise FetchError(EXIT_USAGE, f"{where}: HTTP {status}")
+
+
+def _host(url: str) -> str:
+    return url.split("//", 1)[-1].split("/", 1)[0]
+
+
+def _hf_plan(fetch: Fetch, rest: str) -> list[tuple[str, Opener]]:
+    found = _HF.match(rest)
+    if found is None:
+        raise FetchError(EXIT_USAGE, f"unsupported source {fetch.source!r}")
+    base = (fetch.env.get("HF_ENDPOINT") or DEFAULT_HF).rstrip("/")
+    repo, revision = found["repo"], found["rev"] or "main"
+    token = fetch.secret("HF_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    paths = [found["path"]] if found["path"] else _hf_files(fetch, base, repo, revision, headers)
+
+    def opener(path: str) -> Opener:
+        url = f"{base}/{repo}/resolve/{revision}/{path}"
+        return lambda: _http_stream(fetch, url, headers)
+
+    if found["path"]:
+        return [("", opener(found["path"]))]
+    return [(path, opener(path)) for path in paths]
+
+
+def _hf_files(
+    fetch: Fetch, base: str, repo: str, revision: str, headers: dict[str, str]
+) -> list[str]:
+    import json
+
+    url = f"{base}/api/models/{repo}/revision/{revision}"
+    body = _retrying(lambda: b"".join(_http_stream(fetch, url, headers)).decode())
+    try:
+        siblings = json.loads(body).get("siblings") or []
+        return [_safe_rel(str(item["rfilename"])) for item in siblings]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise FetchError(EXIT_TRANSIENT, f"{url}: not a file list") from None
+
+
+def _safe_rel(path: str) -> str:
+    parts = Path(path).parts
+    if not parts or Path(path).is_absolute() or ".." in parts:
+        raise FetchError(EXIT_USAGE, f"refusing the file name {path!r}")
+    return path
+
+
+def _s3_client(fetch: Fetch) -> Any:
+    import boto3
+
+    keys = {
+        "aws_access_key_id": fetch.secret("AWS_ACCESS_KEY_ID"),
+        "aws_secret_access_key": fetch.secret("AWS_SECRET_ACCESS_KEY"),
+        "aws_session_token": fetch.secret("AWS_SESSION_TOKEN"),
+    }
+    return boto3.client("s3", endpoint_url=fetch.endpoint_url, **keys)
+
+
+def _s3_plan(fetch: Fetch, rest: str) -> list[tuple[str, Opener]]:
+    bucket, _, key = rest.partition("/")
+    client = _s3_client(fetch)
+    if not key.endswith("/"):
+        return [("", lambda: _s3_stream(client, bucket, key))]
+    keys = [k for k in _retrying(lambda: _s3_list(client, bucket, key)) if not k.endswith("/")]
+    if not keys:
+        raise FetchError(EXIT_NOT_FOUND, f"s3://{bucket}/{key}: no objects under the prefix")
+    return [(_safe_rel(k[len(key) :]), _s3_opener(client, bucket, k)) for k in keys]
+
+
+def _s3_opener(client: Any, bucket: str, key: str) -> Opener:
+    return lambda: _s3_stream(client, bucket, key)
+
+
+def _s3_list(client: Any, bucket: str, prefix: str) -> list[str]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        return [item["Key"] for page in pages for item in page.get("Contents") or []]
+    except ClientError as exc:
+        raise _s3_error(exc, f"s3://{bucket}/{prefix}") from None
+    except BotoCoreError as exc:
+        raise FetchError(EXIT_TRANSIENT, f"s3://{bucket}/{prefix}: {type(exc).__name__}") from None
+
+
+def _s3_stream(client: Any, bucket: str, key: str) -> Iterator[bytes]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    where = f"s3://{bucket}/{key}"
+    try:
+        body: IO[bytes] = client.get_object(Bucket=bucket, Key=key)["Body"]
+        while block := body.read(CHUNK):
+            yield block
+    except ClientError as exc:
+        raise _s3_error(exc, where) from None
+    except BotoCoreError as exc:
+        raise FetchError(EXIT_TRANSIENT, f"{where}: {type(exc).__name__}") from None
+
+
+def _s3_error(exc: Any, where: str) -> FetchError:
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+    if code in ("NoSuchKey", "NoSuchBucket", "AccessDenied", "404", "403") or status in (403, 404):
+        return FetchError(EXIT_NOT_FOUND, f"{where}: {code or status} (not found or access denied)")
+    return FetchError(EXIT_TRANSIENT, f"{where}: {code or status}")
+
+
+def _pvc(fetch: Fetch, rest: str) -> str:
+    """A model on a mounted claim: checked in place, or copied to DEST."""
+    root = Path(fetch.env.get("LONGRUN_PVC_ROOT") or DEFAULT_PVC_ROOT)
+    claim, _, path = rest.partition("/")
+    if not claim or not path or ".." in Path(path).parts:
+        raise FetchError(EXIT_USAGE, f"unsupported source {fetch.source!r}")
+    local = root / claim / path
+    if not local.exists():
+        raise FetchError(EXIT_NOT_FOUND, f"{fetch.source}: not found on the claim ({local})")
+    if fetch.sha256 is not None and local.is_file() and digest_of(local) != fetch.sha256:
+        raise FetchError(EXIT_MISMATCH, f"sha256 of {fetch.source} does not match")
+    if fetch.dest.resolve() == local.resolve():
+        return f"{fetch.source} is used in place"
+    if is_complete(fetch.dest, fetch.sha256, is_dir=local.is_dir()):
+        return f"{fetch.dest} is already there"
+    files = (
+        [
+            (str(p.relative_to(local)), _file_opener(p))
+            for p in sorted(local.rglob("*"))
+            if p.is_file()
+        ]
+        if local.is_dir()
+        else [("", _file_opener(local))]
+    )
+    _download_all(fetch, files, is_dir=local.is_dir())
+    return f"copied {fetch.source} into {fetch.dest}"
+
+
+def _file_opener(path: Path) -> Opener:
+    def read() -> Iterator[bytes]:
+        try:
+            with path.open("rb") as handle:
+                while block := handle.read(CHUNK):
+                    yield block
+        except OSError as exc:
+            raise FetchError(EXIT_TRANSIENT, f"{path}: {exc.strerror}") from None
+
+    return read
+
+
+if __name__ == "__main__":
+    sys.exit(main())

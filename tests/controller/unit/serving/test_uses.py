@@ -1,0 +1,184 @@
+"""Runs that use a ModelDeployment: the config's deploymentRef is rendered from the deployment's
+status; a one-shot run waits while it is not Available and gives up after its timeout; the
+namespace rules follow those of configs; which runs count as using it (on demand).
+
+Real: contracts, controller.core.serving.uses and the run decision (decide) on plain dicts.
+Faked: nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from contracts.config import InferenceConfigSpec
+from contracts.run import InferenceRunSpec
+from controller.core.decide import decide
+from controller.core.serving import uses
+from controller.core.settings import Settings
+from controller.core.status import Observed, previous_status
+
+NOW = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
+STORAGE = {"input": {"file": {"path": "/in.jsonl"}}, "output": {"file": {"path": "/out"}}}
+AVAILABLE = {
+    "phase": "Running",
+    "endpoint": "http://qwen.team.svc.cluster.local:8080",
+    "protocol": "openai-chat",
+    "modelName": "qwen",
+    "apiKeySecret": "qwen-api-keys",
+    "conditions": [
+        {
+            "type": "Available",
+            "status": "True",
+            "reason": "MinimumReplicasAvailable",
+            "lastTransitionTime": "2026-03-01T01:00:00Z",
+        }
+    ],
+}
+
+
+def config(namespace: str = "team", **ref: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "longrun.dev/v1alpha1",
+        "kind": "InferenceConfig",
+        "metadata": {"name": "cfg", "namespace": namespace, "uid": "cfg-uid", "generation": 1},
+        "spec": {
+            "model": {"deploymentRef": {"name": "qwen", **ref}, "maxTokens": 8},
+            "storage": STORAGE,
+            "allowedNamespaces": ["other"],
+        },
+    }
+
+
+def deployment(namespace: str = "team", status: Any = None, **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "qwen", "namespace": namespace, "uid": "d-uid", "generation": 1},
+        "spec": {
+            "model": {"source": "hf://o/r/m.gguf", "format": "gguf"},
+            "runtime": {"llamacpp": {}},
+            **spec,
+        },
+        "status": copy.deepcopy(AVAILABLE) if status is None else status,
+    }
+
+
+def run(namespace: str = "team", **spec: Any) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "r",
+            "namespace": namespace,
+            "uid": "run-uid",
+            "generation": 1,
+            "creationTimestamp": "2026-03-01T01:59:00Z",
+        },
+        "spec": {"configRef": {"name": "cfg", "namespace": "team"}, **spec},
+    }
+
+
+def observed(run_obj: dict[str, Any], cfg: dict[str, Any], dep: dict[str, Any] | None) -> Observed:
+    return Observed(
+        run=run_obj,
+        spec=InferenceRunSpec.model_validate(run_obj["spec"]),
+        previous=previous_status(run_obj),
+        config=cfg,
+        deployment=dep,
+    )
+
+
+def contract_of(decision: Any) -> dict[str, Any]:
+    body = next(w.body for w in decision.writes if w.kind == "ConfigMap")
+    return json.loads(body["data"]["contract.json"])  # type: ignore[no-any-return]
+
+
+def test_the_contract_takes_url_protocol_name_and_key_from_the_deployment() -> None:
+    decision = decide(observed(run(), config(), deployment()), Settings(), now=NOW)
+    model = contract_of(decision)["model"]
+    assert model["url"] == AVAILABLE["endpoint"]
+    assert (model["protocol"], model["name"], model["maxTokens"]) == ("openai-chat", "qwen", 8)
+    assert model["auth"]["secretRef"] == {"name": "qwen-api-keys", "key": "api-key"}
+    assert "deploymentRef" not in model
+    job = next(w.body for w in decision.writes if w.kind == "Job")
+    assert "qwen-api-keys" in json.dumps(job["spec"]["template"]["spec"])
+
+
+def test_a_run_waits_while_the_deployment_is_not_available() -> None:
+    idle = {**AVAILABLE, "phase": "Idle", "conditions": [], "message": "no pod is wanted now"}
+    decision = decide(observed(run(), config(), deployment(status=idle)), Settings(), now=NOW)
+    assert decision.writes == ()
+    assert decision.status.phase == "Pending"
+    accepted = next(c for c in decision.status.conditions if c.type == "Accepted")
+    assert accepted.reason == "DeploymentNotAvailable"
+    assert 'waiting for ModelDeployment "team/qwen" to become Available (Idle: no pod' in (
+        accepted.message
+    )
+
+
+def test_a_waiting_run_fails_after_its_timeout_and_never_starts_then() -> None:
+    obs = observed(run(timeoutSeconds=120), config(), deployment(status={}))
+    early = decide(obs, Settings(), now=NOW)
+    assert early.status.phase == "Pending" and early.requeue_after == 60
+    late = decide(obs, Settings(), now=NOW + timedelta(seconds=61))
+    assert late.status.phase == "Failed" and late.status.completion_time is not None
+    assert late.status.message is not None and "gave up after spec.timeoutSeconds" in (
+        late.status.message
+    )
+    failed_run = run(timeoutSeconds=120)
+    failed_run["status"] = late.status.to_wire()
+    again = decide(observed(failed_run, config(), deployment()), Settings(), now=NOW)
+    assert again.writes == () and again.status.phase == "Failed"
+
+
+def test_a_missing_deployment_is_waited_for_too() -> None:
+    decision = decide(observed(run(), config(), None), Settings(), now=NOW)
+    assert decision.status.phase == "Pending"
+    assert decision.status.message == (
+        'ModelDeployment "team/qwen" does not exist; create it and the run starts'
+    )
+
+
+def test_a_scheduled_run_makes_its_cron_job_from_an_idle_deployment() -> None:
+    idle = {**AVAILABLE, "phase": "Idle", "conditions": []}
+    obs = observed(run(schedule="0 2 * * *"), config(), deployment(status=idle))
+    kinds = [w.kind for w in decide(obs, Settings(), now=NOW).writes]
+    assert kinds == ["ConfigMap", "CronJob"]
+
+
+def test_a_deployment_in_another_namespace_must_allow_the_run() -> None:
+    cfg = config()
+    cfg["spec"]["model"]["deploymentRef"]["namespace"] = "models"
+    refused = uses.with_deployment(
+        _spec(cfg), cfg, deployment("models"), run_namespace="team", scheduled=False
+    )
+    assert getattr(refused, "reason", None) == "DeploymentNotAllowed"
+    allowed = deployment("models", allowedNamespaces=["team"])
+    keyless = uses.with_deployment(_spec(cfg), cfg, allowed, run_namespace="team", scheduled=False)
+    assert getattr(keyless, "reason", None) == "SecretInOtherNamespace"
+    cfg["spec"]["model"]["auth"] = {"secretRef": {"name": "my-copy", "key": "api-key"}}
+    ok = uses.with_deployment(_spec(cfg), cfg, allowed, run_namespace="team", scheduled=False)
+    assert not hasattr(ok, "reason")
+    assert ok.model is not None and ok.model.auth is not None  # type: ignore[union-attr]
+    assert ok.model.auth.secret_ref.name == "my-copy"  # type: ignore[union-attr]
+
+
+def _spec(cfg: dict[str, Any]) -> InferenceConfigSpec:
+    return InferenceConfigSpec.model_validate(cfg["spec"])
+
+
+def test_a_config_names_its_deployment_in_its_own_namespace_by_default() -> None:
+    target = uses.target_of(config("shared"))
+    assert target is not None and target.key == "shared/qwen"
+    assert uses.target_of({"metadata": {}, "spec": {"model": {"url": "http://x"}}}) is None
+
+
+def test_runs_that_use_a_deployment_now() -> None:
+    assert uses.is_active({"metadata": {}, "status": {}})  # new: about to wait for it
+    assert uses.is_active({"metadata": {}, "status": {"phase": "Pending"}})
+    assert uses.is_active({"metadata": {}, "status": {"phase": "Running"}})
+    assert not uses.is_active({"metadata": {}, "status": {"phase": "Succeeded"}})
+    executing = {"phase": "Scheduled", "conditions": [{"type": "Running", "status": "True"}]}
+    assert uses.is_active({"metadata": {}, "status": executing})
+    assert not uses.is_active({"metadata": {}, "status": {"phase": "Scheduled"}})
+    deleting = {"deletionTimestamp": "2026-03-01T00:00:00Z"}
+    assert not uses.is_active({"metadata": deleting, "status": {"phase": "Running"}})
