@@ -71,7 +71,7 @@ class Serving:
     def status(self, name: str = "iris") -> Obj:
         return (self.get(name) or {}).get("status") or {}
 
-    def wait_phase(self, phase: str, name: str = "iris", timeout: float = 10.0) -> Obj:
+    def wait_phase(self, phase: str, name: str = "iris", timeout: float = 30.0) -> Obj:
         return eventually(
             lambda: self.status(name).get("phase") == phase and self.status(name),
             timeout=timeout,
@@ -97,7 +97,7 @@ class Serving:
             ok = dep is not None and all(spec.get(k) == v for k, v in match.items())
             return dep if ok else None
 
-        return eventually(found, timeout=10)
+        return eventually(found, timeout=30)
 
     def secret(self, name: str) -> Obj | None:
         try:
@@ -145,4 +145,4 @@ class Serving:
             got = plain(self.env.core.read_namespaced_pod(pod, self.ns)).get("status") or {}
             return got.get("containerStatuses") == status.get("containerStatuses")
 
-        eventually(written, timeout=10)
+        eventually(written, timeout=30)

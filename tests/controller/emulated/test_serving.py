@@ -59,7 +59,7 @@ def test_renders_every_child_owned_by_the_deployment(env: Env, serving: Serving)
     annotations = dep["spec"]["template"]["metadata"]["annotations"]
     assert annotations["longrun.dev/api-keys-version"] == status["apiKeys"]["version"]
     # Events are posted by a background thread: wait for them.
-    eventually(lambda: {e["reason"] for e in env.events()} >= {"KeysCreated"})
+    eventually(lambda: {e["reason"] for e in env.events()} >= {"KeysCreated"}, timeout=15)
 
 
 def test_status_follows_the_deployment_and_its_pods(env: Env, serving: Serving) -> None:
@@ -78,7 +78,8 @@ def test_status_follows_the_deployment_and_its_pods(env: Env, serving: Serving) 
     failed = serving.wait_phase("Failed")
     assert failed["message"].startswith('cannot pull image "kserve/sklearnserver:v0.14.1"')
     eventually(
-        lambda: "ImagePullBackOff" in {e["reason"] for e in env.events() if e["type"] == "Warning"}
+        lambda: "ImagePullBackOff" in {e["reason"] for e in env.events() if e["type"] == "Warning"},
+        timeout=15,
     )
     env.core.delete_namespaced_pod("iris-abc", env.ns, grace_period_seconds=0)
     serving.set_rollout(ready=1)
@@ -162,11 +163,11 @@ def test_a_deleted_key_secret_is_made_again_with_new_keys(env: Env, serving: Ser
     serving.add_pod("iris", {"phase": "Pending", "containerStatuses": [missing]})
     keys = eventually(
         lambda: (k := serving.status().get("apiKeys")) and k["reason"] == "SecretMissing" and k,
-        timeout=10,
+        timeout=30,
     )
     assert keys["version"] != first["version"]
     assert keys_of(serving) != old
-    eventually(lambda: "KeysRotated" in {e["reason"] for e in env.events()})
+    eventually(lambda: "KeysRotated" in {e["reason"] for e in env.events()}, timeout=15)
     # The pod still waits (no kubelet here to retry it): the status names what it lacks.
     assert 'secret "iris-api-keys" not found' in serving.status()["message"]
 
