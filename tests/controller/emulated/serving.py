@@ -138,7 +138,19 @@ class Serving:
             },
             "spec": {"containers": [{"name": "server", "image": "kserve/sklearnserver:v0.14.1"}]},
         }
+        # The emulator's own kubelet runs every new pod: hold this one Running, and write
+        # the test's status only after that, so no kubelet write can overwrite it.
+        self.env.emu.executor.script(pod_prefix=pod, hold=True)
         self.env.core.create_namespaced_pod(self.ns, body)
+        eventually(
+            lambda: (
+                (plain(self.env.core.read_namespaced_pod(pod, self.ns)).get("status") or {}).get(
+                    "phase"
+                )
+                == "Running"
+            ),
+            timeout=30,
+        )
 
         def written() -> bool:
             self.env.core.patch_namespaced_pod_status(pod, self.ns, {"status": status})
