@@ -7,6 +7,8 @@ kind passes through untouched so custom runners can define their own (Krateo's
 `testdata-custom.yaml` relies on that). `StorageSpec`'s fields are the table of
 built-in kinds: each names its settings model, which names the runner backend;
 the CRD, the contract schema and the runner's registry all read them there.
+The rules that depend on a block's direction (input or output) are in
+contracts/storage_rules.py, re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from pydantic import ConfigDict, Field, StringConstraints, model_validator
 from contracts.base import HttpUrl, ObjectName, Schema, SecretKeyRef, SecretReference, cel
 from contracts.model import ApiKeyAuth, TlsOptions
 from contracts.plugins import StorageSettings, plugin_settings
+from contracts.storage_rules import INPUT_RULES as INPUT_RULES
+from contracts.storage_rules import OUTPUT_RULES as OUTPUT_RULES
+from contracts.storage_rules import check_input as check_input
+from contracts.storage_rules import check_output as check_output
 
 Format = Literal["csv", "jsonl"]
 FieldName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
@@ -377,42 +383,3 @@ class StorageSpec(Schema):
 BUILTIN_KINDS: dict[str, type[StorageSettings]] = {
     kind: get_args(info.annotation)[0] for kind, info in StorageSpec.model_fields.items()
 }
-
-
-# The CEL twins of check_input/check_output, for the CRD.
-INPUT_RULES = (
-    "!has(self.sql) || has(self.sql.table) != has(self.sql.query)",
-    "sql: set exactly one of table and query",
-    "!has(self.s3) || has(self.s3.key) != has(self.s3.prefix)",
-    "s3: set exactly one of key and prefix",
-)
-OUTPUT_RULES = (
-    "!has(self.sql) || (has(self.sql.table) && !has(self.sql.query))",
-    "sql: output needs `table` and takes no `query`",
-    "!has(self.s3) || (has(self.s3.prefix) && !has(self.s3.key))",
-    "s3: output needs `prefix` (one object per chunk) and takes no `key`",
-    "!has(self.http) || !has(self.http.pagination)",
-    "http: pagination applies to input only",
-)
-
-
-def check_input(storage: StorageSpec) -> StorageSpec:
-    """Direction-specific rules for `storage.input`."""
-    sql, s3 = storage.sql, storage.s3
-    if sql is not None and (sql.table is None) == (sql.query is None):
-        raise ValueError("sql: set exactly one of table and query")
-    if s3 is not None and (s3.key is None) == (s3.prefix is None):
-        raise ValueError("s3: set exactly one of key and prefix")
-    return storage
-
-
-def check_output(storage: StorageSpec) -> StorageSpec:
-    """Direction-specific rules for `storage.output` and `storage.errors`."""
-    sql, s3, http = storage.sql, storage.s3, storage.http
-    if sql is not None and (sql.table is None or sql.query is not None):
-        raise ValueError("sql: output needs `table` and takes no `query`")
-    if s3 is not None and (s3.prefix is None or s3.key is not None):
-        raise ValueError("s3: output needs `prefix` (one object per chunk) and takes no `key`")
-    if http is not None and http.pagination is not None:
-        raise ValueError("http: pagination applies to input only")
-    return storage

@@ -12,23 +12,16 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import json
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
-from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
 
-from pydantic import ValidationError
-
-from contracts.config import RunnerTuning, default_batch_size
 from contracts.contract import (
     DEFAULT_CONTRACT_PATH,
     EXIT_BAD_CONTRACT,
@@ -39,22 +32,13 @@ from contracts.contract import (
 )
 from contracts.plugins import PROTOCOLS_GROUP, STORAGE_GROUP
 from contracts.run import RunResult
-from contracts.storage import StorageSpec, check_input, check_output
 from runners import registry
-from runners.api import (
-    ConfigError,
-    ModelClient,
-    Record,
-    RunContext,
-    Sink,
-    Source,
-    StorageBackend,
-)
-from runners.formats import UnreadableRecord
+from runners.api import ConfigError
 from runners.modelcalls import ModelUnavailable
+from runners.opening import Opened, check_plugins, load_contract, open_all
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
 from runners.redact import redact_result, redacting
-from runners.retry import Backoff, Stopped, call_with_retry
+from runners.retry import Stopped
 
 PROG = "longrun-runner"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
@@ -62,7 +46,6 @@ EXIT_SIGTERM = 143
 # The code the Job's podFailurePolicy fails the Job on at once (controller/core/builders.py):
 # a spent error budget is final, as the same records would fail again in a retried pod.
 EXIT_FINAL = EXIT_BAD_CONTRACT
-T = TypeVar("T")
 
 EPILOG = f"""\
 environment:
@@ -82,17 +65,6 @@ exit codes:
        the error budget is spent (every failed record is in the error output)
   143  stopped by SIGTERM; committed chunks stay, a retry resumes after them
 """
-
-
-@dataclass
-class Opened:
-    """Everything a run needs, opened from the contract."""
-
-    ctx: RunContext
-    source: Source
-    sink: Sink
-    error_sink: Sink
-    client: ModelClient
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,171 +98,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true", help="validate the contract and exit 0/2")
     parser.add_argument("--contract", help="contract path (overrides CONTRACT_PATH)")
     return parser
-
-
-def load_contract(path: str) -> RunnerContract:
-    """The validated contract at `path`; ConfigError naming the field otherwise."""
-    try:
-        raw = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ConfigError(f"contract: cannot read {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ConfigError(f"contract: {path} is not JSON: {exc}") from None
-    try:
-        contract = RunnerContract.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(_validation_line(exc)) from None
-    _check_directions(contract)
-    return with_batch_size(contract)
-
-
-def with_batch_size(contract: RunnerContract) -> RunnerContract:
-    """The contract with `runner.batchSize` filled in for its protocol when unset."""
-    if contract.runner.batch_size is not None:
-        return contract
-    size = default_batch_size(contract.model.protocol)
-    runner = contract.runner.model_copy(update={"batch_size": size})
-    return contract.model_copy(update={"runner": runner})
-
-
-def _validation_line(exc: ValidationError) -> str:
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(root)"
-    message = str(first["msg"]).removeprefix("Value error, ")
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"contract {where}: {message}{more}"
-
-
-def _check_directions(contract: RunnerContract) -> None:
-    specs: list[tuple[str, StorageSpec | None, Callable[[StorageSpec], StorageSpec]]] = [
-        ("input", contract.input, check_input),
-        ("output", contract.output, check_output),
-        ("errors", contract.errors, check_output),
-    ]
-    for where, spec, check in specs:
-        if spec is None:
-            continue
-        try:
-            check(spec)
-        except ValueError as exc:
-            raise ConfigError(f"contract {where}.{exc}") from None
-
-
-def check_plugins(contract: RunnerContract) -> None:
-    """Resolve (import) every backend and protocol the contract names."""
-    for where, spec in _storage_specs(contract):
-        _registered(where, functools.partial(registry.storage_backend, spec.kind))
-    _registered(
-        "model.protocol", functools.partial(registry.model_protocol, contract.model.protocol)
-    )
-
-
-def _registered(where: str, load: Callable[[], T]) -> T:
-    try:
-        return load()
-    except ConfigError as exc:
-        raise ConfigError(f"contract {where}: {exc}") from None
-
-
-def _storage_specs(contract: RunnerContract) -> list[tuple[str, StorageSpec]]:
-    specs = [("input", contract.input), ("output", contract.output)]
-    if contract.errors is not None:
-        specs.append(("errors", contract.errors))
-    return specs
-
-
-def run_context(contract: RunnerContract, *, stop: threading.Event | None = None) -> RunContext:
-    """This execution's identity: the run UID and the Job name (JOB_NAME wins)."""
-    return RunContext(
-        run_uid=contract.run.uid,
-        job_name=os.environ.get("JOB_NAME") or contract.job_name,
-        parameters=dict(contract.parameters),
-        secrets_dir=contract.secrets_dir,
-        scheduled=contract.run.scheduled,
-        id_field=_input_id_field(contract.input),
-        tuning=contract.runner,
-        stop=stop,
-        denied_cidrs=tuple(contract.network.denied_cidrs) if contract.network else (),
-    )
-
-
-def _input_id_field(storage: StorageSpec) -> str | None:
-    body = storage.body()
-    value = body.get("idField") if isinstance(body, dict) else getattr(body, "id_field", None)
-    return value if isinstance(value, str) else None
-
-
-def open_all(
-    contract: RunnerContract, stack: ExitStack, *, stop: threading.Event | None = None
-) -> Opened:
-    """Open source, sinks and model client; each is closed when `stack` closes."""
-    ctx = run_context(contract, stop=stop)
-    source = _open("input", contract.input, lambda b, s: b.open_source(s, ctx))
-    stack.callback(source.close)
-    ctx = replace(ctx, first_record=first_record(source, contract.runner, stop=stop))
-    sink = _open("output", contract.output, lambda b, s: b.open_sink(s, ctx, role="output"))
-    stack.callback(sink.close)
-    error_sink = _open_errors(contract, ctx)
-    stack.callback(error_sink.close)
-    protocol = contract.model.protocol
-    factory = _registered("model.protocol", functools.partial(registry.model_protocol, protocol))
-    client: ModelClient = _configured("model", lambda: factory(contract.model, ctx))
-    stack.callback(client.close)
-    return Opened(ctx, source, sink, error_sink, client)
-
-
-def first_record(
-    source: Source, tuning: RunnerTuning, *, stop: threading.Event | None
-) -> Callable[[], Record | None]:
-    """A function giving the input's first readable record's data (None for an empty input),
-    read once, when first asked (`RunContext.first_record`), retried as input reads are."""
-
-    def read() -> Record | None:
-        records = source.records(0)
-        try:
-            for record in records:
-                if not isinstance(record, UnreadableRecord):
-                    return record.data
-        finally:
-            records.close()
-        return None
-
-    @functools.cache
-    def first() -> Record | None:
-        backoff = Backoff.from_tuning(tuning)
-        return call_with_retry(read, backoff=backoff, stop=stop or threading.Event())
-
-    return first
-
-
-def _open(where: str, spec: StorageSpec, opener: Callable[[StorageBackend, Any], T]) -> T:
-    backend = _registered(where, functools.partial(registry.storage_backend, spec.kind))()
-    return _configured(f"{where}.{spec.kind}", lambda: opener(backend, spec.body()))
-
-
-def _open_errors(contract: RunnerContract, ctx: RunContext) -> Sink:
-    if contract.errors is not None:
-        return _open("errors", contract.errors, lambda b, s: b.open_sink(s, ctx, role="errors"))
-
-    def sibling(backend: StorageBackend, settings: Any) -> Sink:
-        # Default error output: next to the output, as the backend defines "next to".
-        return backend.open_sink(backend.error_settings(settings), ctx, role="errors")
-
-    return _open("output", contract.output, sibling)
-
-
-def _configured(where: str, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except ConfigError as exc:
-        text = str(exc)
-        raise ConfigError(f"contract {where}{'.' if _names_field(text) else ': '}{text}") from None
-
-
-def _names_field(text: str) -> bool:
-    head, sep, _ = text.partition(": ")
-    return bool(sep) and head.replace(".", "").replace("_", "").isalnum()
 
 
 def execute(contract: RunnerContract, *, started: float) -> int:

@@ -15,7 +15,8 @@ Rules the code relies on:
 - The first uncommitted chunk may have a stale error chunk from the killed
   attempt, so its error chunk is always (re)written, even when empty.
 - Memory is bounded by queues: at most 2 x concurrency batches in flight, and
-  at most `_CHUNK_QUEUE` finished-but-unwritten chunks; reading blocks otherwise.
+  at most `_CHUNK_QUEUE` (runners/commit.py) finished-but-unwritten chunks;
+  reading blocks otherwise.
 - On stop (SIGTERM) nothing new is read or committed; in-flight work is
   abandoned; committed chunks stay.
 - The counters start from the records of the committed chunks (output and
@@ -45,32 +46,22 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TextIO, TypeVar
 
 from contracts.config import OTHER_BATCH_SIZE, RunnerTuning
-from runners.api import (
-    ErrorRecord,
-    InputRecord,
-    ModelClient,
-    OutputRecord,
-    Sink,
-    Source,
-    TransientError,
-)
+from runners.api import ErrorRecord, InputRecord, ModelClient, Sink, Source, TransientError
 from runners.budget import Budget, BudgetExceeded
-from runners.formats import UnreadableRecord, json_records
-from runners.modelcalls import ModelCalls, Part, Result
-from runners.outcomes import Outcomes
+from runners.commit import ChunkJob, Committer
+from runners.formats import UnreadableRecord
+from runners.modelcalls import ModelCalls, Result
 from runners.progress import Progress
 from runners.recordids import IdScreen
-from runners.redact import redact
 from runners.retry import Backoff, Contact, RateLimiter, Stopped, call_with_retry
 
 T = TypeVar("T")
-_CHUNK_QUEUE = 1
 _POLL = 0.2
 __all__ = ["BudgetExceeded", "Pipeline", "Stats"]
 
@@ -91,13 +82,6 @@ class Stats:
         with self.lock:
             for name, count in counts.items():
                 setattr(self, name, getattr(self, name) + count)
-
-
-@dataclass
-class _ChunkJob:
-    index: int
-    parts: list[Future[Result]] = field(default_factory=list)
-    unreadable: int = 0  # parts queued ahead of the batch that holds earlier records
 
 
 class _Halt:
@@ -143,11 +127,17 @@ class Pipeline:
         rps = t.requests_per_second
         self._limiter = RateLimiter(rps) if rps else None
         self._slots = threading.Semaphore(2 * t.concurrency)
-        self._chunks: queue.Queue[_ChunkJob | None] = queue.Queue(maxsize=_CHUNK_QUEUE)
-        self._writer_error: BaseException | None = None
-        self._writer_done = threading.Event()
         self._ids = IdScreen(unique=self.ids_from_field)
         self._halt = _Halt(self.stop)
+        self._committer = Committer(  # the writer thread (runners/commit.py)
+            sink=self.sink,
+            error_sink=self.error_sink,
+            count=self.stats.add,
+            stopped=lambda: self.stop.is_set(),
+            failed=self._halt.failed,
+            retrying=self._retrying,
+            check_budget=self._check_budget,
+        )
         self._fatal: BaseException | None = None  # why the run stopped, when a worker knew first
         self._budget = Budget.from_tuning(t)
         self._progress: Progress | None = None
@@ -187,7 +177,9 @@ class Pipeline:
             stream=self.log,
             counts=lambda: (self.stats.read, self.stats.written, self.stats.failed),
         )
-        writer = threading.Thread(target=self._write_all, args=(first, progress), name="writer")
+        writer = threading.Thread(
+            target=self._committer.write_all, args=(first, progress), name="writer"
+        )
         progress.start()
         try:
             self._check_budget([])  # an earlier pod's failures may have spent it already
@@ -214,7 +206,7 @@ class Pipeline:
         # `batchSize` unset: the runner fills it in for the protocol (cli.load_contract).
         size, batch_size = self.tuning.chunk_size, self.tuning.batch_size or OTHER_BATCH_SIZE
         self._remember_ids(committed)
-        job: _ChunkJob | None = None
+        job: ChunkJob | None = None
         batch: list[InputRecord] = []
         for record in self._records(first * size):
             index = record.position // size
@@ -224,10 +216,9 @@ class Pipeline:
                 continue
             if job is None or index != job.index:
                 self._flush(pool, job, batch)
-                job, batch = _ChunkJob(index), []
+                job, batch = ChunkJob(index), []
             if isinstance(record, UnreadableRecord):
-                job.parts.append(_done([_failed([record], record.reason)]))
-                job.unreadable += 1
+                job.fail(record, record.reason)
                 continue
             batch.append(record)
             if len(batch) >= batch_size:
@@ -255,13 +246,12 @@ class Pipeline:
         self._ids.remember(ids)
 
     def _queue_batch(
-        self, pool: ThreadPoolExecutor, job: _ChunkJob, batch: list[InputRecord]
+        self, pool: ThreadPoolExecutor, job: ChunkJob, batch: list[InputRecord]
     ) -> None:
         """Send `batch` to the model, but for records whose ids were refused: they fail now."""
         batch, refused = self._ids.screen(batch)
         for record, reason in refused:  # queued ahead of the batch before them, as unreadable
-            job.parts.append(_done([_failed([record], reason)]))
-        job.unreadable += len(refused)
+            job.fail(record, reason)
         if batch:
             job.parts.append(self._submit(pool, batch))
 
@@ -295,7 +285,7 @@ class Pipeline:
                 attempt += 1
 
     def _flush(
-        self, pool: ThreadPoolExecutor, job: _ChunkJob | None, batch: list[InputRecord]
+        self, pool: ThreadPoolExecutor, job: ChunkJob | None, batch: list[InputRecord]
     ) -> None:
         if job is None:
             return
@@ -311,20 +301,20 @@ class Pipeline:
         future.add_done_callback(lambda _: self._slots.release())
         return future
 
-    def _put(self, job: _ChunkJob | None) -> None:
+    def _put(self, job: ChunkJob | None) -> None:
         while True:
             if job is not None:
                 self._check_running()
-            elif self._writer_done.is_set():
+            elif self._committer.done.is_set():
                 return
             try:
-                self._chunks.put(job, timeout=_POLL)
+                self._committer.chunks.put(job, timeout=_POLL)
                 return
             except queue.Full:
                 continue
 
     def _check_running(self) -> None:
-        if self._writer_error is not None or self._writer_done.is_set():
+        if self._committer.error is not None or self._committer.done.is_set():
             raise Stopped()
         if self._halt.is_set():
             raise Stopped()
@@ -342,68 +332,7 @@ class Pipeline:
             self._halt.failed.set()
             raise
 
-    # -- writing (writer thread) -----------------------------------------------------
-
-    def _write_all(self, first: int, progress: Progress) -> None:
-        try:
-            while (job := self._chunks.get()) is not None:
-                self._commit(job, progress, always_errors=job.index == first)
-        except BaseException as exc:  # handed to the main thread, which re-raises it
-            self._writer_error = exc
-            self._halt.failed.set()
-        finally:
-            self._writer_done.set()
-            self._drain()
-
-    def _drain(self) -> None:
-        # Unblock the reader: it may be waiting to put a job nobody will take.
-        while True:
-            try:
-                self._chunks.get_nowait()
-            except queue.Empty:
-                return
-
-    def _commit(self, job: _ChunkJob, progress: Progress, *, always_errors: bool) -> None:
-        """Write the chunk (errors first), count it, then judge the budget: the chunk that
-        crosses it is committed, so its failed records are in the error output."""
-        outputs, errors = _split(part for future in job.parts for part in future.result())
-        if job.unreadable:  # queued as they were read, ahead of the batch before them
-            errors.sort(key=lambda error: error.position)
-        if self.stop.is_set():
-            raise Stopped()
-        if errors or always_errors:
-            self._write(self.error_sink, job.index, errors)
-        refused = self._write(self.sink, job.index, outputs)
-        if refused:  # predictions no JSON can hold: per-record errors, written first
-            gone = {record.position for record in refused}
-            outputs = [record for record in outputs if record.position not in gone]
-            errors = sorted([*errors, *refused], key=lambda error: error.position)
-            self._write(self.error_sink, job.index, errors)
-            self._write(self.sink, job.index, outputs)
-        done = len(outputs) + len(errors)
-        self.stats.add(read=done, written=len(outputs), failed=len(errors), chunks=1)
-        progress.add(done)
-        self._check_budget(errors)
-
-    def _write(
-        self, sink: Sink, index: int, records: Sequence[OutputRecord | ErrorRecord]
-    ) -> list[ErrorRecord]:
-        """Write one chunk. If the sink refuses it, and it holds values JSON cannot carry as
-        they are, write it as formats.json_records makes it; but return, unwritten, the
-        output records whose prediction is no JSON value, as error records."""
-        try:
-            self._retrying(lambda: sink.write_chunk(index, records))
-            return []
-        except (Stopped, TransientError):
-            raise
-        except Exception:
-            carried = json_records(records)
-            if carried is None:
-                raise  # nothing JSON could not carry: the sink's own error
-        safe, refused = carried
-        if not refused:
-            self._retrying(lambda: sink.write_chunk(index, safe))
-        return refused
+    # -- sinks and the error budget (the writer thread uses them too) ---------------
 
     def _retrying(self, fn: Callable[[], T]) -> T:
         """`fn()` (a sink call), retried on TransientError; each retry counts in the summary."""
@@ -433,8 +362,8 @@ class Pipeline:
     def _finish(self) -> None:
         if self._fatal is not None:
             raise self._fatal
-        if self._writer_error is not None:
-            raise self._writer_error
+        if self._committer.error is not None:
+            raise self._committer.error
         if self.stop.is_set():
             raise Stopped()
         self._check_budget([], final=True)
@@ -455,36 +384,3 @@ def _first_missing(committed: set[int]) -> int:
     while index in committed:
         index += 1
     return index
-
-
-def _done(result: Result) -> Future[Result]:
-    future: Future[Result] = Future()
-    future.set_result(result)
-    return future
-
-
-def _failed(batch: list[InputRecord], reason: str) -> Part:
-    """The batch with every record failed for `reason`."""
-    return batch, Outcomes.all_failed(len(batch), reason)
-
-
-def _split(parts: Iterable[Part]) -> tuple[list[OutputRecord], list[ErrorRecord]]:
-    """The output and error records of a chunk's parts, each in input order."""
-    outputs: list[OutputRecord] = []
-    errors: list[ErrorRecord] = []
-    for records, outcomes in parts:
-        failures = outcomes.failures
-        if not failures:  # the common case: one object per record, the output itself
-            outputs += [
-                OutputRecord(r.id, r.position, r.data, value)
-                for r, value in zip(records, outcomes.values, strict=True)
-            ]
-            continue
-        for index, (r, value) in enumerate(zip(records, outcomes.values, strict=True)):
-            failure = failures.get(index)
-            if failure is None:
-                outputs.append(OutputRecord(r.id, r.position, r.data, value))
-            else:
-                # A reason may quote a server that echoed a Secret (a refused key): not kept.
-                errors.append(ErrorRecord(r.id, r.position, r.data, redact(failure.reason)))
-    return outputs, errors

@@ -44,87 +44,27 @@ from controller.core.serving.ports import ReadKind, StatusKind, Usage
 from controller.core.serving.writes import ServingKind
 from controller.kube.cluster import Enqueue
 from controller.kube.informers import LeanInformer, lister
+from controller.kube.serving_objects import (
+    CHILD_KINDS,
+    CHILD_NAMES,
+    OWN_KINDS,
+    deployment_of,
+    model_of,
+    run_facing,
+    trim,
+    without_data,
+)
 from controller.kube.transport import JSON_PATCH, MERGE_PATCH, Transport, resource_path
 from controller.kube.usage import RunUse, UsageIndex
 
 log = logging.getLogger(__name__)
-OWN_KINDS = ("ModelDeployment", "Model")
-CHILD_KINDS = (
-    "Deployment",
-    "Service",
-    "ConfigMap",
-    "PersistentVolumeClaim",
-    "NetworkPolicy",
-    "Ingress",
-    "HorizontalPodAutoscaler",
-    "Pod",
-)
 CERTIFICATES = ("/apis/cert-manager.io/v1", "certificates")
-# Each child by its deterministic name (names.py); pods are found through the index.
-CHILD_NAMES: dict[str, Callable[[str], str]] = {
-    "Deployment": names.deployment_name,
-    "Service": names.service_name,
-    "ConfigMap": names.auth_config_name,
-    "PersistentVolumeClaim": names.cache_claim_name,
-    "NetworkPolicy": names.network_policy_name,
-    "HorizontalPodAutoscaler": names.hpa_name,
-    "Certificate": names.certificate_name,
-    "Ingress": names.ingress_name,
-}
-# What a run reads from a deployment's status: a change wakes the runs that use it.
-RUN_FACING = ("phase", "endpoint", "protocol", "modelName", "apiKeySecret")
 
 
 class EventSink(Protocol):
     """Records a Kubernetes Event (`KubeCluster.emit_event`)."""
 
     def __call__(self, obj: Obj, *, type_: EventType, reason: str, message: str) -> None: ...
-
-
-def trim(kind: str, obj: Obj) -> Obj:
-    """Drop in place what the serving reconciler never reads (pods keep their status:
-    conditions and init container states name the failure causes)."""
-    meta = obj.get("metadata") or {}
-    meta.pop("managedFields", None)
-    if kind == "Pod":
-        obj.pop("spec", None)
-        status = obj.get("status") or {}
-        for key in ("podIPs", "podIP", "hostIP", "hostIPs"):
-            status.pop(key, None)
-    elif kind == "Deployment":
-        (obj.get("spec") or {}).pop("template", None)  # drift shows in the spec-hash annotation
-    return obj
-
-
-def without_data(obj: Obj) -> Obj:
-    """A Secret the API server returned, with nothing of its content."""
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": dict(obj.get("metadata") or {})}
-
-
-def deployment_of(obj: Obj) -> str | None:
-    """The `namespace/name` of the ModelDeployment a child or pod was made for."""
-    meta = obj.get("metadata") or {}
-    name = (meta.get("annotations") or {}).get(names.DEPLOYMENT_ANNOTATION)
-    return f"{meta.get('namespace', '')}/{name}" if name else None
-
-
-def model_of(deployment: Obj) -> str | None:
-    """The `namespace/name` of the Model a deployment's modelRef names."""
-    ref = (deployment.get("spec") or {}).get("modelRef")
-    if not isinstance(ref, dict) or not ref.get("name"):
-        return None
-    namespace = ref.get("namespace") or (deployment.get("metadata") or {}).get("namespace", "")
-    return f"{namespace}/{ref['name']}"
-
-
-def run_facing(deployment: Obj | None) -> tuple[Any, ...]:
-    """The part of a deployment's status runs depend on (endpoint, Available, ...)."""
-    status = (deployment or {}).get("status") or {}
-    available = next(
-        (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Available"),
-        None,
-    )
-    return (*(status.get(k) for k in RUN_FACING), available)
 
 
 class KubeServing:

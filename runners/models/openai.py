@@ -51,7 +51,8 @@ from runners.models.http import (
     json_body,
     with_scheme,
 )
-from runners.models.rows import Batch, RowError
+from runners.models.rows import Batch
+from runners.models.rowvalues import RowError
 from runners.outcomes import Outcomes
 from runners.retry import RequestPolicy
 

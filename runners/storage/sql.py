@@ -58,6 +58,7 @@ from runners.api import (
 from runners.formats import jsonable, record_id
 from runners.netguard import Guard, guard_engine
 from runners.secrets import read_secret
+from runners.storage.sqlschema import check_key, chunks_table, output_table, split_name, upsert
 
 _YIELD_PER = 1000
 _MANIFEST_CHUNK = -1
@@ -134,11 +135,6 @@ def _sqlite_busy_timeout(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _split_name(name: str) -> tuple[str | None, str]:
-    schema, _, table = name.rpartition(".")
-    return (schema or None), table
-
-
 def _transient(exc: sa.exc.DBAPIError) -> bool:
     """Worth retrying: a lost or refused connection, a lock, a deadlock; not a missing table
     or column, a permission, a bad value or a read-only database, which fail every time."""
@@ -185,7 +181,7 @@ class SqlSource(Source):
 
     def _reflect(self) -> sa.Table:
         assert self.settings.table is not None
-        schema, name = _split_name(self.settings.table)
+        schema, name = split_name(self.settings.table)
         try:
             return sa.Table(name, sa.MetaData(), schema=schema, autoload_with=self.engine)
         except sa.exc.NoSuchTableError:
@@ -282,13 +278,13 @@ class SqlSink(Sink):
         self.role = role
         self.engine = make_engine(settings, ctx, writes=True)
         self.location = f"{self.engine.url.render_as_string(hide_password=True)}#{settings.table}"
-        schema, name = _split_name(settings.table)
+        schema, name = split_name(settings.table)
         meta = sa.MetaData(schema=schema)
-        self.table = _output_table(meta, name, role=role)
-        self.chunks = _chunks_table(meta, f"{name}_chunks")
+        self.table = output_table(meta, name, role=role)
+        self.chunks = chunks_table(meta, f"{name}_chunks")
         try:
             meta.create_all(self.engine, checkfirst=True)
-            _check_key(self.engine, self.table)
+            check_key(self.engine, self.table)
         except sa.exc.DBAPIError as exc:
             self.engine.dispose()
             what = f"creating {settings.table!r}"
@@ -326,7 +322,7 @@ class SqlSink(Sink):
                     sa.delete(self.table).where(self._mine(self.table), self.table.c.chunk == index)
                 )
                 if rows:
-                    conn.execute(_upsert(self.engine, self.table, rows[0]), rows)
+                    conn.execute(upsert(self.engine, self.table, rows[0]), rows)
                 self._mark(conn, index, len(rows), None)
         except sa.exc.DBAPIError as exc:
             raise _failure(exc, what=f"writing chunk {index}", field="table") from None
@@ -377,74 +373,3 @@ def _plain(value: Any) -> Any:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, default=jsonable, allow_nan=False, sort_keys=True)
-
-
-def _output_table(meta: sa.MetaData, name: str, *, role: str) -> sa.Table:
-    """Predictions keyed by record id; failed records by position (see module doc)."""
-    errors = role == "errors"
-    record_id = _long_text() if errors else sa.String(255)
-    return sa.Table(
-        name,
-        meta,
-        sa.Column("run_uid", sa.String(64), primary_key=True),
-        sa.Column("job_name", sa.String(253), primary_key=True),
-        sa.Column("record_id", record_id, primary_key=not errors, nullable=False),
-        sa.Column(
-            "position", sa.BigInteger, primary_key=errors, nullable=False, autoincrement=False
-        ),
-        sa.Column("chunk", sa.BigInteger, nullable=False, index=True),
-        sa.Column("reason" if errors else "prediction", _long_text()),
-        sa.Column("input", _long_text()),
-    )
-
-
-def _check_key(engine: Engine, table: sa.Table) -> None:
-    """ConfigError when an existing table is keyed otherwise than we key it (older layout)."""
-    found = sa.inspect(engine).get_pk_constraint(table.name, schema=table.schema)
-    have = list(found.get("constrained_columns") or [])
-    want = [c.name for c in table.primary_key.columns]
-    if sorted(have) != sorted(want):
-        raise ConfigError(
-            f"table: {table.fullname!r} exists with primary key ({', '.join(have)}), but this "
-            f"output keys its rows by ({', '.join(want)}) (failed records by position, since "
-            "their ids may repeat); it was made by an older longrun: rename or drop it, or name "
-            "another table"
-        )
-
-
-def _chunks_table(meta: sa.MetaData, name: str) -> sa.Table:
-    return sa.Table(
-        name,
-        meta,
-        sa.Column("run_uid", sa.String(64), primary_key=True),
-        sa.Column("job_name", sa.String(253), primary_key=True),
-        sa.Column("chunk", sa.BigInteger, primary_key=True, autoincrement=False),
-        sa.Column("records", sa.BigInteger, nullable=False),
-        sa.Column("committed_at", sa.DateTime, nullable=False),
-        sa.Column("manifest", sa.Text),
-    )
-
-
-def _long_text() -> sa.types.TypeEngine[str]:
-    from sqlalchemy.dialects import mysql
-
-    return sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
-
-
-def _upsert(engine: Engine, table: sa.Table, sample: dict[str, Any]) -> sa.Executable:
-    """INSERT ... ON CONFLICT (<primary key>) DO UPDATE, per dialect."""
-    keys = {c.name for c in table.primary_key.columns}
-    name = engine.dialect.name
-    if name in ("postgresql", "sqlite"):
-        module: Any = __import__(f"sqlalchemy.dialects.{name}", fromlist=["insert"])
-        stmt = module.insert(table)
-        updates = {k: stmt.excluded[k] for k in sample if k not in keys}
-        return stmt.on_conflict_do_update(index_elements=sorted(keys), set_=updates)  # type: ignore[no-any-return]
-    if name in ("mysql", "mariadb"):
-        from sqlalchemy.dialects import mysql
-
-        mstmt = mysql.insert(table)
-        return mstmt.on_duplicate_key_update(
-            {k: mstmt.inserted[k] for k in sample if k not in keys}
-        )
-    return sa.insert(table)
