@@ -37,7 +37,6 @@ from contracts.serving.kinds import (
     KindInfo,
     Model,
     ModelDeployment,
-    PrinterColumn,
 )
 from contracts.serving.model import (
     Arg,
@@ -120,7 +119,6 @@ __all__ = [
     "ModelSpec",
     "ModelStatus",
     "PodsMetric",
-    "PrinterColumn",
     "RuntimeKind",
     "RuntimeSpec",
     "ServingResources",

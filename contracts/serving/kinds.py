@@ -14,7 +14,7 @@ from pydantic import (
 from contracts.base import (
     Schema,
 )
-from contracts.resources import ObjectMeta
+from contracts.resources import Column, ObjectMeta
 from contracts.serving.deployment import (
     ModelDeploymentSpec,
     ModelDeploymentStatus,
@@ -53,16 +53,6 @@ class ModelDeployment(BaseModel):
 
 
 @dataclass(frozen=True)
-class PrinterColumn:
-    """An additionalPrinterColumn: kubectl prints the value at `json_path`."""
-
-    name: str
-    json_path: str
-    type: str = "string"
-    priority: int = 0
-
-
-@dataclass(frozen=True)
 class KindInfo:
     """A kind's CRD names, schemas and printer columns."""
 
@@ -71,11 +61,11 @@ class KindInfo:
     short_name: str
     spec: type[Schema]
     status: type[Schema]
-    columns: tuple[PrinterColumn, ...]
+    columns: tuple[Column, ...]
     categories: tuple[str, ...] = ("longrun",)
 
 
-AGE = PrinterColumn("Age", ".metadata.creationTimestamp", "date")
+AGE = Column("Age", ".metadata.creationTimestamp", "date")
 MODEL_KIND = KindInfo(
     kind="Model",
     plural="models",
@@ -83,9 +73,9 @@ MODEL_KIND = KindInfo(
     spec=ModelSpec,
     status=ModelStatus,
     columns=(
-        PrinterColumn("Format", ".spec.format"),
-        PrinterColumn("Task", ".spec.task"),
-        PrinterColumn("Source", ".spec.source", priority=1),
+        Column("Format", ".spec.format"),
+        Column("Task", ".spec.task"),
+        Column("Source", ".spec.source", priority=1),
         AGE,
     ),
 )
@@ -96,13 +86,13 @@ MODEL_DEPLOYMENT_KIND = KindInfo(
     spec=ModelDeploymentSpec,
     status=ModelDeploymentStatus,
     columns=(
-        PrinterColumn("Phase", ".status.phase"),
-        PrinterColumn("Model", ".status.modelName"),
-        PrinterColumn("Runtime", ".status.runtime"),
-        PrinterColumn("Ready", ".status.readyText"),
-        PrinterColumn("Endpoint", ".status.endpoint"),
-        PrinterColumn("Protocol", ".status.protocol", priority=1),
-        PrinterColumn("Message", ".status.message", priority=1),
+        Column("Phase", ".status.phase"),
+        Column("Model", ".status.modelName"),
+        Column("Runtime", ".status.runtime"),
+        Column("Ready", ".status.readyText"),
+        Column("Endpoint", ".status.endpoint"),
+        Column("Protocol", ".status.protocol", priority=1),
+        Column("Message", ".status.message", priority=1),
         AGE,
     ),
 )
