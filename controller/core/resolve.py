@@ -93,7 +93,6 @@ def parse_config_spec(config: Obj) -> InferenceConfigSpec | Problem:
 def check(resolved: Resolved, settings: Settings) -> Problem | None:
     """The first semantic problem of a run with its config, or None."""
     problems = [
-        *run_spec_problems(resolved.spec),
         image_problem(image_of(resolved, settings), allowed=settings.allowed_images),
         service_account_problem(
             service_account_of(resolved, settings),
@@ -118,6 +117,11 @@ def resolve(
 ) -> Resolved | Problem:
     """The run with its config, validated; or the first problem a user must fix (or, for a
     config's model.deploymentRef, the deployment the run waits for: serving/uses.py)."""
+    # The run's own problems come first: they need no config, and a user who creates the
+    # config the run waits for should not learn only then that the run itself is wrong.
+    own = run_spec_problems(spec)
+    if own:
+        return own[0]
     config = find_config(run, spec, lookup)
     if isinstance(config, Problem):
         return config
