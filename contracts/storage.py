@@ -33,6 +33,18 @@ _ID_FIELD_DOC = (
     "Field (column) whose value is the record's stable id, used to resume and to de-duplicate. "
     "Default: a SQL table's single-column primary key, else the record's position."
 )
+_RECORD_FIELD_DOC = (
+    "Input only: each row was written by an earlier run (its error output, to re-run only the "
+    "failed records) and the record to run is the JSON object under this field, `input`. Its "
+    "id is the row's `id` (`record_id` in a SQL table), so results keep the earlier run's ids; "
+    "idField, when set, names a field of that record instead. A row with no object there, or "
+    "one the earlier run could not read (`input: {}`), goes to the error output again."
+)
+
+
+def _record_field() -> Any:
+    """The `recordField` setting of the storage kinds an error output can be read back from."""
+    return Field(default=None, description=_RECORD_FIELD_DOC)
 
 
 class HttpPagination(Schema):
@@ -214,6 +226,7 @@ class S3Storage(StorageSettings):
         description="Credentials; default: the pod's ambient identity (IRSA etc.).",
     )
     id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    record_field: FieldName | None = _record_field()
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
 
 
@@ -251,6 +264,7 @@ class SqlStorage(StorageSettings):
         description="Input only: a SELECT; run parameters are bound as :name placeholders.",
     )
     id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    record_field: FieldName | None = _record_field()
     columns: list[FieldName] | None = Field(
         default=None,
         max_length=4096,
@@ -289,6 +303,7 @@ class FileStorage(StorageSettings):
         description="csv or jsonl. Default: from the extension, else jsonl.",
     )
     id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    record_field: FieldName | None = _record_field()
     volume: ObjectName | None = Field(
         default=None,
         description=(

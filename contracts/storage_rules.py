@@ -29,6 +29,8 @@ OUTPUT_RULES = (
     "s3: output needs `prefix` (one object per chunk) and takes no `key`",
     "!has(self.http) || !has(self.http.pagination)",
     "http: pagination applies to input only",
+    " && ".join(f"(!has(self.{k}) || !has(self.{k}.recordField))" for k in ("file", "s3", "sql")),
+    "recordField applies to input only (it reads back an earlier run's error output)",
 )
 
 
@@ -51,4 +53,9 @@ def check_output(storage: StorageSpec) -> StorageSpec:
         raise ValueError("s3: output needs `prefix` (one object per chunk) and takes no `key`")
     if http is not None and http.pagination is not None:
         raise ValueError("http: pagination applies to input only")
+    if getattr(storage.body(), "record_field", None) is not None:
+        raise ValueError(
+            f"{storage.kind}: recordField applies to input only "
+            "(it reads back an earlier run's error output)"
+        )
     return storage

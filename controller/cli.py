@@ -19,6 +19,7 @@ from controller.core.settings import SettingsError, settings_from_env
 from controller.crds import CRD_DIR, crd_files, write_crds
 from controller.runtime.main import add_parser as add_controller_parser
 from controller.validate import check_file, expand_paths
+from local.render import add_parser as add_render_parser
 from local.run import add_parser as add_run_parser
 from local.serve import add_parser as add_serve_parser
 
@@ -111,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     validate.set_defaults(handler=_cmd_validate)
 
+    add_render_parser(sub)
     add_run_parser(sub)
     add_serve_parser(sub)
     add_controller_parser(sub)

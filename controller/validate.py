@@ -7,10 +7,12 @@ that passes here is accepted by the controller. Every problem is reported as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import ValidationError
@@ -20,6 +22,7 @@ from contracts.config import InferenceConfigSpec
 from contracts.model import BUILTIN_PROTOCOLS, PROTOCOL_PATTERN
 from contracts.resources import (
     API_VERSION,
+    GROUP,
     KRATEO_API_VERSION,
     InferenceConfig,
     InferenceRun,
@@ -86,24 +89,78 @@ def expand_paths(paths: Iterable[str]) -> list[Path]:
 
 
 def check_file(path: Path, *, settings: Settings | None = None) -> list[Checked]:
-    """Check every longrun object in a (multi-document) YAML file; other kinds are skipped.
+    """Check every longrun object in a (multi-document) YAML file.
 
-    `settings` are the controller's (allow-lists); the defaults when not given.
+    A file that is not UTF-8 text or not YAML, a document that is not an object, and a
+    document whose kind is missing or looks like ours but is not one of ours (`InferenceRunn`,
+    or any kind of the longrun.dev group) are findings: dropping them silently would run less
+    than the user wrote. Other Kubernetes kinds (a v1 Namespace) are skipped; Secrets are
+    read by `longrun run`. `settings` are the controller's (allow-lists); defaults if not given.
     """
+    file = str(path)
+    docs, problem = read_documents(path)
+    if problem is not None:
+        return [Checked(file, "", [Finding(file, "", "", problem)])]
+    checked: list[Checked] = []
+    for index, doc in enumerate(docs, start=1):
+        if doc is None:
+            continue
+        where = f"document {index}"
+        if (bad := document_problem(doc)) is not None:
+            checked.append(Checked(file, where, [Finding(file, where, *bad)]))
+        elif doc.get("kind") in resource_models():
+            checked.append(check_document(doc, file=file, settings=settings or Settings()))
+    return checked
+
+
+def read_documents(path: Path) -> tuple[list[Any], str | None]:
+    """The file's YAML documents, or one line saying why they cannot be read."""
     try:
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        return [], (
+            f"not a text file: byte 0x{byte:02x} at offset {exc.start} is not UTF-8 "
+            "(expected YAML or JSON)"
+        )
+    except OSError as exc:
+        return [], f"cannot read: {exc.strerror or exc}"
+    try:
+        return list(yaml.safe_load_all(text)), None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        return [], f"not valid YAML: {at}{exc.problem or exc.context or 'cannot parse'}"
     except yaml.YAMLError as exc:
-        return [Checked(str(path), "", [Finding(str(path), "", "", f"not valid YAML: {exc}")])]
-    return [
-        check_document(doc, file=str(path), settings=settings or Settings())
-        for doc in _longrun_docs(docs)
-    ]
+        return [], "not valid YAML: " + " ".join(str(exc).split())
 
 
-def _longrun_docs(docs: list[Any]) -> Iterator[dict[str, Any]]:
-    for doc in docs:
-        if isinstance(doc, dict) and doc.get("kind") in resource_models():
-            yield doc
+def known_kinds() -> list[str]:
+    """The kinds a longrun file may hold: longrun's own, and Secret (for `longrun run`)."""
+    return sorted([*resource_models(), "Secret"])
+
+
+def document_problem(doc: Any) -> tuple[str, str] | None:
+    """(field, message) when a document is not an object or its kind is missing or unknown."""
+    known = known_kinds()
+    listed = "known kinds: " + ", ".join(known)
+    if not isinstance(doc, dict):
+        return (
+            "",
+            f"not a Kubernetes object (expected a mapping with apiVersion and kind); {listed}",
+        )
+    kind, api = doc.get("kind"), doc.get("apiVersion")
+    if kind in known:
+        return None
+    if not isinstance(kind, str) or not kind:
+        return "kind", f"required field is missing; {listed}"
+    near = difflib.get_close_matches(kind, known, n=1, cutoff=0.75)
+    near += [k for k in known if k.lower() == kind.lower() and k not in near]
+    ours = not isinstance(api, str) or not api or api.split("/")[0] == GROUP
+    if not near and not ours:
+        return None  # another Kubernetes kind: not longrun's to check
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return "kind", f'"{kind}" is not a known kind{hint}; {listed}'
 
 
 def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Checked:
@@ -135,11 +192,44 @@ def _name(meta: Any) -> str:
 
 
 def config_spec_problems(spec: InferenceConfigSpec, settings: Settings) -> list[Problem]:
-    """What the controller refuses in a config whatever the run: image and pod knobs."""
+    """What the controller refuses in a config whatever the run: image and pod knobs; and what
+    the runner would refuse for good (exit 2) but can be seen here: a SQL URL's port."""
     image = image_problem(
         spec.image or settings.default_runner_image, allowed=settings.allowed_images
     )
-    return [*([image] if image else []), *pod_problems(spec, PodPolicy.of(settings))]
+    return [
+        *([image] if image else []),
+        *pod_problems(spec, PodPolicy.of(settings)),
+        *sql_url_problems(spec),
+    ]
+
+
+def sql_url_problems(spec: InferenceConfigSpec) -> list[Problem]:
+    """A `sql` storage URL written in the config (not in a Secret) whose port is not a port."""
+    problems = []
+    for role in ("input", "output", "errors"):
+        storage = getattr(spec.storage, role, None)
+        if storage is None or storage.kind != "sql":
+            continue
+        url = getattr(storage.body(), "url", None)
+        if isinstance(url, str) and (message := port_problem(url)) is not None:
+            problems.append(Problem(f"spec.storage.{role}.sql.url", "InvalidURL", message))
+    return problems
+
+
+def port_problem(url: str) -> str | None:
+    """Why the URL's port is not a TCP port (1-65535), or None (no port is fine)."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError as exc:
+        return f"not a URL: {exc}"
+    port = netloc.rpartition("@")[2].rpartition("]")[2].rpartition(":")
+    if not port[1] or not port[2]:
+        return None
+    text = port[2]
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        return f'port "{text}" is not a TCP port (a number from 1 to 65535)'
+    return None
 
 
 def _finding(error: Any, *, file: str, label: str) -> Finding:

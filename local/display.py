@@ -111,6 +111,12 @@ class Console:
         else:
             self.say(f"longrun: {describe(progress)}")
 
+    def waiting(self) -> None:
+        """On a TTY, an empty bar at once when a pod starts: the runner's first report
+        replaces it (it comes within a second of the runner's start, runners/progress.py)."""
+        if self.tty:
+            self._draw(f"[{'.' * BAR_WIDTH}] starting the runner")
+
     def say(self, text: str) -> None:
         """Print a line above the bar."""
         with self._lock:

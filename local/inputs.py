@@ -89,6 +89,7 @@ def _add(inputs: Inputs, doc: Obj, *, namespace: str, file: str) -> None:
     key = (meta["namespace"], str(meta.get("name", "")))
     kind = doc.get("kind")
     if kind == "InferenceConfig":
+        meta.setdefault("generation", 1)  # as the API server sets it on creation
         inputs.configs[key] = doc
     elif kind == "InferenceRun":
         meta["uid"] = run_uid(*key)
@@ -148,9 +149,10 @@ def add_env_files(inputs: Inputs, entries: Iterable[str], *, namespace: str) -> 
 
 
 def pick_run(inputs: Inputs, name: str | None, *, namespace: str) -> Obj:
-    """The run to execute: the one named, or the only one."""
+    """The run to execute: the one named (by name, or by the `generateName` it was given),
+    or the only one."""
     if name is not None:
-        run = inputs.runs.get((namespace, name))
+        run = inputs.runs.get((namespace, name)) or _generated_from(inputs, name, namespace)
         if run is None:
             raise InputError(f'no InferenceRun "{namespace}/{name}" in the given files')
         return run
@@ -158,6 +160,17 @@ def pick_run(inputs: Inputs, name: str | None, *, namespace: str) -> Obj:
         found = ", ".join(f"{ns}/{n}" for ns, n in sorted(inputs.runs)) or "none"
         raise InputError(f"name the InferenceRun to execute (found: {found})")
     return next(iter(inputs.runs.values()))
+
+
+def _generated_from(inputs: Inputs, prefix: str, namespace: str) -> Obj | None:
+    found = [
+        run
+        for (ns, _), run in inputs.runs.items()
+        if ns == namespace and run["metadata"].get("generateName") == prefix
+    ]
+    if len(found) > 1:
+        raise InputError(f'several InferenceRuns with generateName "{prefix}": name one')
+    return found[0] if found else None
 
 
 def resolve_run(

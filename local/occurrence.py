@@ -13,6 +13,8 @@ Job's end into the command's exit code.
 from __future__ import annotations
 
 import copy
+import json
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from contracts.contract import DEFAULT_SECRETS_DIR
 from contracts.run import InferenceRunStatus
@@ -63,6 +67,8 @@ class LocalRun:
     stop: threading.Event = field(default_factory=threading.Event)
     backoff: Callable[[int], float] = short_backoff
     cleanups: list[Callable[[], None]] = field(default_factory=list)  # when the run is over
+    output: str | None = None  # -o json|yaml: the final status on stdout
+    printed: int = 0  # statuses printed on stdout so far (--follow-schedule prints several)
 
     @property
     def pod_root(self) -> Path:
@@ -132,6 +138,7 @@ def run_occurrence(local: LocalRun, *, job_name: str) -> Occurrence:
         occurrence.pods.append(pod)
         if index:
             local.console.say(f"longrun: retrying: pod {pod['metadata']['name']}")
+        local.console.waiting()
         with _pod_log(local.run_dir, pod, local.console) as on_line:
             exit_ = run_pod(
                 pod,
@@ -229,6 +236,9 @@ def finish(local: LocalRun, occurrence: Occurrence, *, next_time: datetime | Non
     run = local.resolved.run
     for line in status_lines(status, name=run.name, namespace=run.namespace):
         local.console.say(line)
+    if local.output:
+        print_status(status, output=local.output, first=local.printed == 0)
+        local.printed += 1
     outcome = occurrence.outcome
     assert outcome is not None
     if outcome.phase == "Stopped":
@@ -243,6 +253,18 @@ def finish(local: LocalRun, occurrence: Occurrence, *, next_time: datetime | Non
     budget = failed is not None and failed.reason == "ErrorBudgetExceeded"  # final, not bad input
     bad_input = outcome.reason in (*SETUP_REASONS, "PodFailurePolicy") and not budget
     return EXIT_INVALID if bad_input else EXIT_FAILED
+
+
+def print_status(status: InferenceRunStatus, *, output: str, first: bool = True) -> None:
+    """The status as the controller writes it (`status` of the InferenceRun), on stdout: JSON,
+    or a YAML document (`---` before every one but the first)."""
+    wire = status.to_wire()
+    if output == "json":
+        text = json.dumps(wire, indent=2) + "\n"
+    else:
+        text = ("" if first else "---\n") + yaml.safe_dump(wire, sort_keys=False)
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _now_text() -> str:

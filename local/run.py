@@ -7,6 +7,7 @@ from the controller's pure builders, the pod runs through the local executor
 with the Job's retry rules, and the status printed at the end is the
 controller's own status function applied to the local Job and pod.
 
+`-o json|yaml` prints that final status on stdout (everything else is on stderr), for scripts.
 Exit codes: 0 the run succeeded, 1 it failed, 2 invalid input (files, flags,
 an unmapped image, a missing Secret, or the runner's own "bad contract" exit 2),
 130 stopped by Ctrl-C (committed chunks stay; the same command resumes).
@@ -33,6 +34,8 @@ from controller.core.settings import SettingsError, settings_from_env
 from local.display import Console
 from local.inputs import InputError, add_env_files, load_inputs, pick_run, resolve_run
 from local.occurrence import EXIT_FAILED, EXIT_INVALID, LocalRun, finish, run_occurrence
+from local.overrides import HELP as SET_HELP
+from local.overrides import apply_overrides
 from local.podspec import ImageMap, parse_image_map
 from local.runtimes import RuntimeUnavailable
 from local.schedule import run_scheduled
@@ -99,6 +102,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="IMAGE=COMMAND",
         help="run IMAGE (exact, or any tag of it) as COMMAND (repeatable)",
     )
+    add("--set", action="append", default=[], dest="overrides", metavar="OVERRIDE", help=SET_HELP)
     add("--work-dir", default=DEFAULT_WORK_DIR, help="local state directory (%(default)s)")
     add(
         "--follow-schedule",
@@ -118,6 +122,14 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="RUNTIME=PYTHON",
         help="a ModelDeployment started for the run: the Python with RUNTIME's server",
+    )
+    add(
+        "-o",
+        "--output",
+        choices=["json", "yaml"],
+        default=None,
+        help="print the run's final status (the InferenceRun's status) on stdout as json or "
+        "yaml; everything else stays on stderr",
     )
     add(
         "--backoff-seconds",
@@ -163,6 +175,7 @@ def prepare(args: argparse.Namespace, *, console: Console) -> LocalRun:
     settings = settings_from_env(os.environ)
     inputs = load_inputs(args.files, namespace=args.namespace)
     add_env_files(inputs, args.env_file, namespace=args.namespace)
+    apply_overrides(inputs, args.overrides)
     run = pick_run(inputs, args.run, namespace=args.namespace)
     using = DeploymentsForRun(
         inputs,
@@ -180,6 +193,7 @@ def prepare(args: argparse.Namespace, *, console: Console) -> LocalRun:
     run_dir = Path(args.work_dir).resolve() / "runs" / resolved.run.namespace / resolved.run.name
     local = LocalRun(resolved, settings, inputs, images, run_dir, console)
     local.cleanups.append(using.stop)
+    local.output = getattr(args, "output", None)
     if args.backoff_seconds is not None:
         local.backoff = fixed_backoff(float(args.backoff_seconds))
     return local

@@ -46,7 +46,11 @@ def run_scheduled(local: LocalRun, *, follow: bool) -> int:
     now = datetime.now(UTC)
     upcoming = next_schedule(spec, after=now)
     if not follow:
-        when = previous_fire(local, now=now)
+        try:
+            when = previous_fire(local, now=now)
+        except ValueError:  # croniter found no such time: validation refuses these first
+            local.console.say(f"longrun run: spec.schedule: {spec.schedule!r} never fires")
+            return EXIT_INVALID
         local.console.say(
             f"longrun: scheduled run ({spec.schedule}, {spec.time_zone or 'UTC'}): running one "
             f"occurrence now; next scheduled time {_text(upcoming)} "

@@ -33,7 +33,7 @@ from contracts.contract import (
 from contracts.plugins import PROTOCOLS_GROUP, STORAGE_GROUP
 from contracts.run import RunResult
 from runners import registry
-from runners.api import ConfigError
+from runners.api import ConfigError, TransientError
 from runners.modelcalls import ModelUnavailable
 from runners.opening import Opened, check_plugins, load_contract, open_all
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
@@ -59,8 +59,8 @@ environment:
 
 exit codes:
   0    every record was written (failed ones, within the error budget, to the error output)
-  1    the run failed and a retry may do better (the model did not answer, an unexpected
-       error); a retry resumes it
+  1    the run failed and a retry may do better (the model or a store did not answer within
+       the retries, an unexpected error); a retry resumes it
   2    do not retry: bad contract or configuration (one line on stderr names the field), or
        the error budget is spent (every failed record is in the error output)
   143  stopped by SIGTERM; committed chunks stay, a retry resumes after them
@@ -110,6 +110,8 @@ def execute(contract: RunnerContract, *, started: float) -> int:
             opened = open_all(contract, stack, stop=stop)
         except ConfigError as exc:
             return _fail_config(exc, RunResult(), started=started)
+        except TransientError as exc:
+            return _unavailable(exc, stats, opened=None, started=started)
         except Exception as exc:
             return _fail(exc, stats, opened=None, started=started)
         _log_start(contract, opened)
@@ -144,6 +146,8 @@ def _run(
     except ConfigError as exc:
         report(code=EXIT_BAD_CONTRACT, reason=str(exc))
         return _fail_config(exc, None, started=started)
+    except TransientError as exc:
+        return _unavailable(exc, stats, opened=opened, started=started)
     except Exception as exc:
         return _fail(exc, stats, opened=opened, started=started)
     return report(code=EXIT_OK, reason=None)
@@ -220,6 +224,20 @@ def _fail_config(exc: ConfigError, result: RunResult | None, *, started: float) 
             result.model_copy(update={"reason": line[:1024], "duration_seconds": duration})
         )
     return EXIT_BAD_CONTRACT
+
+
+def _unavailable(
+    exc: TransientError, stats: Stats, *, opened: Opened | None, started: float
+) -> int:
+    """A store (or server) still unreachable when the retries are spent: one line, no traceback
+    (each attempt already logged its own line), exit 1 so the Job retries the pod."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    reason = f"unavailable: {text[:900]}"
+    print(f"{PROG}: {reason} (gave up; exit {EXIT_FAILED}: a retried pod resumes)", file=sys.stderr)
+    if opened is not None:
+        return _report(stats, opened, started=started, code=EXIT_FAILED, reason=reason)
+    write_summary(RunResult(reason=reason, records_retried=stats.retried))
+    return EXIT_FAILED
 
 
 def _fail(exc: BaseException, stats: Stats, *, opened: Opened | None, started: float) -> int:

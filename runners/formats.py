@@ -15,6 +15,8 @@ Rules:
   them: every output writes a non-finite number as the string "NaN",
   "Infinity" or "-Infinity" (`json_safe`; the same rule for every sink, see
   docs/contract.md). Rows that hold one take a slower path; others pay nothing.
+- `recordField` reads back what an earlier run wrote: the record is the row's `input`, its
+  id the row's (`earlier_record`), so only the failed records of a run can be run again.
 - A CSV header naming a column twice would make one field of two, silently:
   its rows are unreadable instead.
 """
@@ -157,11 +159,51 @@ def parse_rows(lines: Iterable[str], *, fmt: str, skip: int = 0) -> Iterator[Row
     return _read_csv(lines) if fmt == "csv" else _read_jsonl(lines, skip=skip)
 
 
-def make_record(row: dict[str, Any] | str, position: int, *, id_field: str | None) -> InputRecord:
-    """The InputRecord for a parsed row, or an UnreadableRecord for a failure reason."""
+def make_record(
+    row: dict[str, Any] | str,
+    position: int,
+    *,
+    id_field: str | None,
+    record_field: str | None = None,
+) -> InputRecord:
+    """The InputRecord for a parsed row, or an UnreadableRecord for a failure reason; with
+    `record_field`, the record an earlier run's error row holds (`earlier_record`)."""
     if isinstance(row, str):
         return UnreadableRecord(position, str(position), {}, reason=row)
+    if record_field is not None:
+        return earlier_record(row, position, id_field=id_field, record_field=record_field)
     return InputRecord(position, record_id(row, position, id_field=id_field), row)
+
+
+def earlier_record(
+    row: dict[str, Any], position: int, *, id_field: str | None, record_field: str
+) -> InputRecord:
+    """The record under `record_field` of a row an earlier run wrote (`recordField`).
+
+    The row is an error (or output) row: `{"id", "position", "input", "reason"}` in JSONL,
+    the same with `input` as JSON text in CSV and SQL (where the id is `record_id`). The
+    record keeps the earlier run's id, so a re-run's results carry the ids the failures had;
+    `id_field` names a field of the record instead. A row without a JSON object there, or
+    with `{}` and a reason (a line the earlier run could not read: nothing to send), is
+    unreadable, so it goes to the error output again rather than vanish.
+    """
+    earlier = row.get("id", row.get("record_id"))
+    fallback = str(position) if earlier is None else str(earlier)
+    data = row.get(record_field)
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict):
+        reason = f"recordField: no JSON object under {record_field!r} in this row"
+        return UnreadableRecord(position, fallback, {}, reason=reason)
+    if not data and row.get("reason"):
+        reason = f"the earlier run could not read this record: {row['reason']}"
+        return UnreadableRecord(position, fallback, {}, reason=reason[:1000])
+    if id_field is not None and data.get(id_field) is not None:
+        return InputRecord(position, str(data[id_field]), data)
+    return InputRecord(position, fallback, data)
 
 
 # `raw_decode` of a stripped line is `json.loads` without its two whitespace scans: 40 % less

@@ -1,4 +1,5 @@
-"""Progress lines on stderr: records done, rate and ETA, every `progressIntervalSeconds`.
+"""Progress lines on stderr: records done, rate and ETA, every `progressIntervalSeconds`
+(the first one a quarter of a second after the start).
 
 A background thread wakes on a timer rather than on chunk boundaries, so a run
 whose chunks take minutes still says it is alive. One line per report, one short JSON
@@ -13,13 +14,24 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TextIO
 
 from contracts.run import PROGRESS_KEY
 
 # The input's record count: known, unknown (None), or a function that counts it.
 Total = int | None | Callable[[], int | None]
+# The first report comes this soon after the start whatever the interval, so `longrun run`
+# draws its bar at once; the controller still reads at most one line per interval (it reads
+# the last line), so an early one costs it nothing.
+FIRST_REPORT_SECONDS = 0.25
+
+
+def report_delays(interval: float) -> Iterator[float]:
+    """Seconds to wait before each report: a short first wait, then every `interval`."""
+    yield min(interval, FIRST_REPORT_SECONDS)
+    while True:
+        yield interval
 
 
 class Progress:
@@ -116,5 +128,7 @@ class Progress:
             self._thread = None
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+        for delay in report_delays(self.interval):
+            if self._stop.wait(delay):
+                return
             print(self.report(), file=self._stream or sys.stderr, flush=True)

@@ -13,8 +13,9 @@ import fnmatch
 import re
 import zoneinfo
 from dataclasses import dataclass
+from datetime import datetime
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from contracts.run import InferenceRunSpec
 from controller.core.secretrefs import SecretUse
@@ -85,7 +86,26 @@ def schedule_problem(schedule: str) -> str | None:
             f'"{schedule}" is not a valid cron expression '
             "(five fields: minute hour day-of-month month day-of-week, or @hourly/@daily/...)"
         )
+    if not fires(text):
+        return (
+            f'"{schedule}" never fires: the day of the month it names never occurs in the '
+            "months it names (like February 30)"
+        )
     return None
+
+
+# Any date fires within 8 years of any start (February 29 every 4 or 8 years), so a search
+# from a fixed instant is enough: pure, no clock.
+_FIRES_FROM = datetime(2001, 1, 1)
+
+
+def fires(schedule: str) -> bool:
+    """True when a syntactically valid schedule has a next time (`0 0 30 2 *` has none)."""
+    try:
+        croniter(schedule, _FIRES_FROM).get_next(datetime)
+    except (CroniterBadDateError, ValueError):
+        return False
+    return True
 
 
 def time_zone_problem(time_zone: str) -> str | None:

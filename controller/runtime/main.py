@@ -81,14 +81,12 @@ def run(args: argparse.Namespace) -> int:
     logs.configure(level=settings.log_level, fmt=settings.log_format)
     for warning in loopback_warnings(settings, os.environ):
         log.warning("%s", warning)
-    from controller.kube import load_api_client  # the kubernetes client loads lazily
     from controller.runtime.manager import CacheSyncError, Manager
 
-    manager = Manager(
-        load_api_client(args.kubeconfig, context=args.context),
-        settings,
-        identity=f"{socket.gethostname()}_{os.getpid()}",
-    )
+    api_client = connect(args.kubeconfig, context=args.context)
+    if api_client is None:
+        return 2
+    manager = Manager(api_client, settings, identity=f"{socket.gethostname()}_{os.getpid()}")
     done = threading.Event()
     exit_code = [0]
 
@@ -114,6 +112,32 @@ def run(args: argparse.Namespace) -> int:
     for endpoint in (metrics, health):
         endpoint.stop()
     return exit_code[0]
+
+
+def kubeconfig_problem(kubeconfig: str | None) -> str | None:
+    """Why --kubeconfig (or $KUBECONFIG, a list of paths) cannot be used: none of it exists."""
+    if not kubeconfig:
+        return None
+    paths = [p for p in kubeconfig.split(os.pathsep) if p]
+    if paths and not any(os.path.isfile(p) for p in paths):
+        return f"--kubeconfig {kubeconfig}: no such file"
+    return None
+
+
+def connect(kubeconfig: str | None, *, context: str | None) -> Any | None:
+    """The API client; None after printing one line when the kubeconfig cannot be loaded."""
+    from controller.kube import load_api_client  # the kubernetes client loads lazily
+
+    problem = kubeconfig_problem(kubeconfig)
+    if problem is None:
+        try:
+            return load_api_client(kubeconfig, context=context)
+        except Exception as exc:  # the client's ConfigException, or a file it cannot parse
+            where = f"kubeconfig {kubeconfig}" if kubeconfig else "no kubeconfig and not in a pod"
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            problem = f"{where}: {text}"
+    print(f"longrun controller: {problem}", file=sys.stderr)
+    return None
 
 
 def loopback_warnings(settings: Settings, env: Mapping[str, str]) -> list[str]:

@@ -81,7 +81,12 @@ class FileSource(Source):
                 for offset, row in enumerate(parse_rows(handle, fmt=fmt, skip=skip - start)):
                     count = offset + 1
                     if start + offset >= skip and row is not None:
-                        yield make_record(row, start + offset, id_field=self.settings.id_field)
+                        yield make_record(
+                            row,
+                            start + offset,
+                            id_field=self.settings.id_field,
+                            record_field=self.settings.record_field,
+                        )
             start += count
 
     def total(self) -> int | None:

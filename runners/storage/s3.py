@@ -167,7 +167,12 @@ class S3Source(Source):
             for offset, row in enumerate(parse_rows(self._lines(key), fmt=fmt, skip=skip - start)):
                 count = offset + 1
                 if start + offset >= skip and row is not None:
-                    yield make_record(row, start + offset, id_field=self.settings.id_field)
+                    yield make_record(
+                        row,
+                        start + offset,
+                        id_field=self.settings.id_field,
+                        record_field=self.settings.record_field,
+                    )
             start += count
 
     def _lines(self, key: str) -> Iterator[str]:

@@ -41,7 +41,7 @@ from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 
 from contracts.storage import SqlStorage
 from runners.api import (
@@ -55,7 +55,7 @@ from runners.api import (
     StorageBackend,
     TransientError,
 )
-from runners.formats import jsonable, record_id
+from runners.formats import jsonable, make_record
 from runners.netguard import Guard, guard_engine
 from runners.secrets import read_secret
 from runners.storage.sqlschema import check_key, chunks_table, output_table, split_name, upsert
@@ -100,6 +100,7 @@ def make_engine(settings: SqlStorage, ctx: RunContext, *, writes: bool) -> Engin
         ref = settings.url_secret_ref
         url = read_secret(ctx, name=ref.name, key=ref.key, field="urlSecretRef")
     assert url is not None  # SqlStorage guarantees url or urlSecretRef
+    check_port(url)
     try:
         engine = sa.create_engine(url, pool_pre_ping=True)
     except sa.exc.NoSuchModuleError as exc:
@@ -117,6 +118,20 @@ def make_engine(settings: SqlStorage, ctx: RunContext, *, writes: bool) -> Engin
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_wal if writes else _sqlite_busy_timeout)
     return engine
+
+
+def check_port(url: str) -> None:
+    """ConfigError (exit 2: no pod does better) when the URL's port is not a TCP port; the
+    driver would only fail at connect time, as a connection error a retry cannot fix."""
+    try:
+        port = make_url(url).port
+    except ValueError:  # SQLAlchemy's int() of the port: not a number (the URL is not shown)
+        port = -1
+    except sa.exc.ArgumentError:
+        return  # create_engine reports a URL it cannot parse
+    if port is not None and not 1 <= port <= 65535:
+        shown = "is not a number" if port == -1 else f"{port} is out of range"
+        raise ConfigError(f"url: port {shown}: a TCP port is a number from 1 to 65535")
 
 
 def _sqlite_wal(dbapi_conn: Any, _record: Any) -> None:
@@ -236,7 +251,7 @@ class SqlSource(Source):
     def records(self, skip: int) -> Generator[InputRecord, None, None]:
         """Rows with position >= skip, as dicts of JSON-friendly values."""
         stmt, params, python_skip = self._statement(skip)
-        id_field = self._id_field
+        id_field, record_field = self._id_field, self.settings.record_field
         position = skip - python_skip
         try:
             with self.engine.connect() as conn:
@@ -247,8 +262,8 @@ class SqlSource(Source):
                     for row in partition:
                         if position >= skip:
                             data = {k: _plain(v) for k, v in zip(keys, row, strict=True)}
-                            yield InputRecord(
-                                position, record_id(data, position, id_field=id_field), data
+                            yield make_record(
+                                data, position, id_field=id_field, record_field=record_field
                             )
                         position += 1
         except sa.exc.DBAPIError as exc:

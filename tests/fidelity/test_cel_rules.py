@@ -33,6 +33,7 @@ NO_PASSWORD = "url must not contain a password; put the URL in a Secret and use 
 OUT_SQL = "sql: output needs `table` and takes no `query`"
 OUT_S3 = "s3: output needs `prefix` (one object per chunk) and takes no `key`"
 OUT_HTTP = "http: pagination applies to input only"
+OUT_RECORD_FIELD = "recordField applies to input only (it reads back an earlier run's error output)"
 
 
 def _storage(where: str, value: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +51,8 @@ def _output_cases(where: str) -> list[tuple[str, str, str, dict[str, Any]]]:
          _storage(where, {"s3": {"bucket": "abc", "key": "k"}})),
         (at, f".spec.storage.{where}", OUT_HTTP,
          _storage(where, {"http": {"url": "http://x", "pagination": PAGINATION}})),
+        (at, f".spec.storage.{where}", OUT_RECORD_FIELD,
+         _storage(where, {"file": {"path": "/out", "recordField": "input"}})),
         (f"{at}.sql", f".spec.storage.{where}.sql", ONE_OF_URL,
          _storage(where, {"sql": {"table": "t"}})),
         (f"{at}.sql", f".spec.storage.{where}.sql", NO_PASSWORD,

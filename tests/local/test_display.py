@@ -88,3 +88,20 @@ def test_the_controller_reads_the_runners_line_with_whole_run_counts() -> None:
     assert len(line) < 120  # one short line every interval
     report = parse_report(f"longrun-runner: run=ns/x\n{line}\n")
     assert report == ProgressReport(read=450, written=440, failed=10, total=1000, rate=10.0, eta=55)
+
+
+def test_a_tty_shows_an_empty_bar_at_once_that_the_first_report_replaces() -> None:
+    out = io.StringIO()
+    console = Console(out, tty=True)
+    console.waiting()  # the pod started: no report yet
+    assert out.getvalue() == "[..............................] starting the runner"
+    console.on_line("stderr", runner_line(done=1, total=4, seconds=1.0))
+    assert out.getvalue().endswith(
+        "\r[#######.......................] 1/4 records (25%) 1.0/s ETA 3s"
+    )
+
+
+def test_without_a_tty_nothing_is_printed_before_the_first_report() -> None:
+    out = io.StringIO()
+    Console(out, tty=False).waiting()
+    assert out.getvalue() == ""

@@ -1,0 +1,305 @@
+"""Every example of testdata/examples (but serving/) run with `longrun run`, as its header says.
+
+Real: the `longrun` command as a subprocess, as a user runs it; the runner it starts; the
+model servers of e2e/peers (KServe, Triton via PyTriton, llama.cpp); PostgreSQL on
+127.0.0.1:5432; moto's S3 server; local files; a local HTTP API standing in for Krateo's
+finops-database-handler (tests/runners/http_stub.Receiver). Faked: nothing on the path from
+the example file to the data. Changed, with `--set` as the example's header documents it:
+what only a cluster has (service DNS names, volume paths), the model name the local server
+serves, and, so that tests never share data, table names, buckets and directories.
+Servers that cannot be built here are skipped (failed in CI).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from e2e.peers.server import PeerServer
+from tests.runners.http_stub import Receiver, serve
+from tests.runners.runner_stores import drop_tables
+from tests.support import REPO_ROOT
+
+pytestmark = [pytest.mark.slow, pytest.mark.requires_service]
+
+EXAMPLES = REPO_ROOT / "testdata" / "examples"
+BIN = Path(sys.executable).parent
+SPECIES = ("setosa", "versicolor", "virginica")
+KRATEO_IMAGE = "ghcr.io/krateoplatformops/kserve-krateo-runner-test"
+Obj = dict[str, Any]
+
+
+def iris_rows() -> list[Obj]:
+    """The 150 flowers of testdata/quickstart/iris.csv (id an int, features floats)."""
+    with (REPO_ROOT / "testdata" / "quickstart" / "iris.csv").open(newline="") as handle:
+        return [
+            {k: v if k == "species" else int(v) if k == "id" else float(v) for k, v in r.items()}
+            for r in csv.DictReader(handle)
+        ]
+
+
+def longrun_run(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`longrun run ARGS --work-dir WORK` from the repository's top folder."""
+    return subprocess.run(
+        [str(BIN / "longrun"), "run", *args, "--work-dir", str(work)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONWARNINGS": ""},
+    )
+
+
+def sets(target: str, **paths: Any) -> list[str]:
+    """`--set TARGET:PATH=VALUE` for each path (`__` in a keyword stands for a dot)."""
+    return [
+        arg
+        for path, value in paths.items()
+        for arg in ("--set", f"{target}:{path.replace('__', '.')}={value}")
+    ]
+
+
+def class_of(prediction: Any) -> int:
+    """The class index in whatever shape a server answers (scalar, [x], {"predict": x})."""
+    while isinstance(prediction, (list, dict)):
+        prediction = (
+            next(iter(prediction.values())) if isinstance(prediction, dict) else prediction[0]
+        )
+    return int(prediction)
+
+
+def accuracy(predicted: dict[int, int]) -> float:
+    """Share of the flowers in `predicted` (id -> class) whose class is their species."""
+    truth = {row["id"]: SPECIES.index(row["species"]) for row in iris_rows()}
+    return sum(predicted[i] == truth[i] for i in predicted) / len(predicted)
+
+
+def succeeded(done: subprocess.CompletedProcess[str], run: str, *, read: int) -> None:
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert f"InferenceRun {run}: Succeeded" in done.stderr, done.stderr[-4000:]
+    assert f"records: read={read} written={read} failed=0" in done.stderr, done.stderr[-4000:]
+
+
+@pytest.fixture
+def tables(postgres_url: str) -> Iterator[str]:
+    """A unique table-name prefix; its tables are dropped after the test."""
+    prefix = f"ex_{uuid.uuid4().hex[:10]}"
+    yield prefix
+    drop_tables(postgres_url, prefix)
+
+
+def seed_iris(url: str, table: str, *, batch: bool = False) -> None:
+    """The 150 flowers as a SQL table; with `batch`, ids up to 100 in batch "nightly"."""
+    rows = iris_rows()
+    columns: list[sa.Column[Any]] = [sa.Column("id", sa.Integer, primary_key=True)]
+    columns += [sa.Column(k, sa.Float) for k in rows[0] if k not in ("id", "species")]
+    columns += [sa.Column("species", sa.String(32))]
+    if batch:
+        columns.append(sa.Column("batch", sa.String(32)))
+        rows = [{**r, "batch": "nightly" if r["id"] <= 100 else "other"} for r in rows]
+    engine = sa.create_engine(url)
+    meta = sa.MetaData()
+    created = sa.Table(table, meta, *columns)
+    with engine.begin() as conn:
+        meta.create_all(conn)
+        conn.execute(created.insert(), rows)
+    engine.dispose()
+
+
+def sql_rows(url: str, table: str) -> list[Obj]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(sa.text(f"SELECT * FROM {table}"))]
+    engine.dispose()
+    return rows
+
+
+def test_iris_sql_example_writes_150_predictions_to_postgres(
+    tmp_path: Path, kserve_server: PeerServer, postgres_url: str, tables: str
+) -> None:
+    seed_iris(postgres_url, f"{tables}_in")
+    model = sets(
+        "InferenceConfig/iris-sql",
+        spec__model__url=kserve_server.http_url,
+        spec__model__name=kserve_server.model,
+        spec__storage__input__sql__table=f"{tables}_in",
+        spec__storage__output__sql__table=f"{tables}_out",
+    )
+    secret = sets("Secret/iris-db", stringData__url=postgres_url)
+
+    done = longrun_run(tmp_path, "-f", "testdata/examples/iris-sql", *model, *secret)
+
+    succeeded(done, "default/iris-sql-once", read=150)
+    rows = sql_rows(postgres_url, f"{tables}_out")
+    predicted = {int(r["record_id"]): class_of(json.loads(r["prediction"])) for r in rows}
+    assert sorted(predicted) == list(range(1, 151))
+    assert accuracy(predicted) > 0.9
+
+
+def test_scheduled_example_runs_one_occurrence_now_and_names_the_next_time(
+    tmp_path: Path, kserve_server: PeerServer, postgres_url: str, tables: str
+) -> None:
+    seed_iris(postgres_url, f"{tables}_in", batch=True)
+    (tmp_path / "iris-db.env").write_text(f"url={postgres_url}\n")
+    query = f"SELECT * FROM {tables}_in WHERE batch = :batch"
+    overrides = sets(
+        "InferenceConfig/nightly-iris",
+        spec__model__url=kserve_server.http_url,
+        spec__model__name=kserve_server.model,
+        spec__storage__input__sql__query=query,
+        spec__storage__output__sql__table=f"{tables}_out",
+    )
+    env_file = f"iris-db={tmp_path / 'iris-db.env'}"
+
+    done = longrun_run(
+        tmp_path, "-f", "testdata/examples/scheduled", "--env-file", env_file, *overrides
+    )
+
+    succeeded(done, "default/nightly-iris", read=100)  # only the rows of batch "nightly"
+    assert "running one occurrence now; next scheduled time" in done.stderr
+    rows = sql_rows(postgres_url, f"{tables}_out")
+    assert {r["job_name"].rsplit("-", 1)[0] for r in rows} == {"nightly-iris"}
+    predicted = {int(r["record_id"]): class_of(json.loads(r["prediction"])) for r in rows}
+    assert sorted(predicted) == list(range(1, 101))
+    assert accuracy(predicted) > 0.9
+
+
+def test_triton_s3_example_reads_a_csv_object_and_writes_jsonl_chunks(
+    tmp_path: Path, triton_server: PeerServer, moto_endpoint: str
+) -> None:
+    import boto3
+
+    bucket = f"ex-{uuid.uuid4().hex[:12]}"
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    s3.create_bucket(Bucket=bucket)
+    csv_text = (REPO_ROOT / "testdata" / "quickstart" / "iris.csv").read_bytes()
+    s3.put_object(Bucket=bucket, Key="iris/input.csv", Body=csv_text)
+    assert triton_server.grpc_url is not None
+    overrides = sets(
+        "InferenceConfig/triton-s3",
+        spec__model__url=triton_server.grpc_url,
+        spec__model__inputName="input-0",  # the name PyTriton's iris model binds
+        spec__storage__input__s3__endpointUrl=moto_endpoint,
+        spec__storage__output__s3__endpointUrl=moto_endpoint,
+        spec__storage__input__s3__bucket=bucket,
+        spec__storage__output__s3__bucket=bucket,
+    )
+
+    done = longrun_run(tmp_path, "-f", "testdata/examples/triton-s3", *overrides)
+
+    succeeded(done, "default/triton-s3-once", read=150)
+    assert f"output: s3://{bucket}/iris/predictions/" in done.stderr
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="iris/predictions/")["Contents"]
+    lines = [
+        json.loads(line)
+        for item in listed
+        if item["Key"].endswith(".jsonl")
+        for line in s3.get_object(Bucket=bucket, Key=item["Key"])["Body"].read().splitlines()
+    ]
+    predicted = {int(line["id"]): class_of(line["prediction"]) for line in lines}
+    assert len(lines) == 150 and sorted(predicted) == list(range(1, 151))
+    assert accuracy(predicted) > 0.9
+    s3.close()
+
+
+def krateo_args(finops_url: str, model: PeerServer) -> list[str]:
+    """The overrides of the krateo example's header: the endpoint Secret, the model."""
+    host = model.http_url.removeprefix("http://")
+    return [
+        "--image-map",
+        f"{KRATEO_IMAGE}={BIN / 'longrun-runner'}",
+        "--set",
+        f"Secret/finops-database-handler-endpoint:stringData.server-url={finops_url}",
+        *sets(
+            "InferenceConfig/krateo-iris",
+            spec__kserve__modelUrl=f"{host}/v2/models/{model.model}/infer",
+            spec__kserve__modelName=model.model,
+        ),
+    ]
+
+
+def test_krateo_example_reads_and_writes_through_the_finops_api(
+    tmp_path: Path, kserve_server: PeerServer
+) -> None:
+    features = ("sepal_length", "sepal_width", "petal_length", "petal_width")
+    finops = Receiver([{k: row[k] for k in features} for row in iris_rows()])
+    with serve(finops) as url:
+        done = longrun_run(
+            tmp_path,
+            "-f",
+            "testdata/examples/krateo/krateo.yaml",
+            *krateo_args(url, kserve_server),
+        )
+
+    succeeded(done, "kserve-test/krateo-iris", read=150)
+    inputs = [b for _, path, b, _ in finops.requests if path == "/compute/sklearninput"]
+    assert inputs and inputs[0]["input_table_name"] == "kserve_controller_input_sklearn"
+    chunks = [b for (*_, path), b in finops.chunks.items() if path == "/compute/sklearnoutput"]
+    predictions = [class_of(p) for body in chunks for p in json.loads(body["predictions"])]
+    ids = [int(i) for body in chunks for i in json.loads(body["ids"])]
+    assert sorted(ids) == list(range(150))  # Krateo's records have no id: their positions
+    assert accuracy({i + 1: p for i, p in zip(ids, predictions, strict=True)}) > 0.9
+
+
+def test_krateo_custom_example_fails_with_exit_2_naming_the_unknown_storage_kind(
+    tmp_path: Path, kserve_server: PeerServer
+) -> None:
+    done = longrun_run(
+        tmp_path,
+        "-f",
+        "testdata/examples/krateo",
+        "-n",
+        "kserve-test",
+        "krateo-custom",
+        *krateo_args("http://127.0.0.1:9", kserve_server),
+    )
+
+    assert done.returncode == 2, done.stderr[-4000:]
+    assert "InferenceRun kserve-test/krateo-custom: Failed" in done.stderr, done.stderr[-4000:]
+    assert "no storage backend registered for 'custom'" in done.stderr, done.stderr[-4000:]
+    assert "Traceback" not in done.stderr
+
+
+def test_openai_files_example_answers_every_question_into_jsonl_files(
+    tmp_path: Path, llama_chat_server: PeerServer
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    questions = [{"id": f"q{i}", "question": f"What is {i} + {i}?"} for i in range(6)]
+    (data / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    overrides = sets(
+        "InferenceConfig/openai-files",
+        spec__model__url=f"{llama_chat_server.http_url}/v1",
+        spec__storage__input__file__mountPath=data,
+        spec__storage__input__file__path=data / "questions.jsonl",
+        spec__storage__output__file__mountPath=data,
+        spec__storage__output__file__path=data / "answers",
+    )
+
+    done = longrun_run(tmp_path, "-f", "testdata/examples/openai-files", *overrides)
+
+    succeeded(done, "default/openai-files-once", read=6)
+    lines = [
+        json.loads(line)
+        for part in sorted((data / "answers").glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+    assert sorted(line["id"] for line in lines) == [q["id"] for q in questions]
+    assert all(isinstance(line["prediction"], str) for line in lines), lines[0]
+    assert "sk-local-test" not in done.stderr  # the API key went by reference, never shown
