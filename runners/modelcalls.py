@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from runners.api import BatchRejected, InputRecord, ModelClient, Outcome, TransientError
 from runners.outcomes import Outcomes
@@ -42,6 +43,7 @@ from runners.retry import (
 # (more than one when a refused batch was bisected).
 Part = tuple[list[InputRecord], Outcomes]
 Result = list[Part]
+T = TypeVar("T")
 
 
 class ModelUnavailable(Exception):
@@ -50,6 +52,10 @@ class ModelUnavailable(Exception):
 
 def _ignore() -> None:
     pass
+
+
+def _untimed(call: Callable[[], T]) -> T:
+    return call()
 
 
 @dataclass
@@ -62,6 +68,8 @@ class ModelCalls:
     limiter: RateLimiter | None = None
     contact: Contact = field(default_factory=Contact)
     on_retry: Callable[[], None] = _ignore
+    # Wraps each request (runners/metrics.py RunnerMetrics.timed: latency, in flight).
+    timed: Callable[[Callable[[], Sequence[Outcome]]], Sequence[Outcome]] = _untimed
 
     def predict(self, batch: list[InputRecord]) -> Result:
         """The batch's records with their outcomes; raises ModelUnavailable or Stopped."""
@@ -106,7 +114,7 @@ class ModelCalls:
             if self.limiter is not None:
                 self.limiter.acquire(self.halt)
             tries.append(1)
-            return self.contact.call(lambda: self.client.predict(batch))
+            return self.timed(lambda: self.contact.call(lambda: self.client.predict(batch)))
 
         return call_with_retry(
             attempt,

@@ -26,7 +26,8 @@ Rules the code relies on:
   output cannot key a record by, or one an earlier record of the run had, makes
   a per-record error, the same on every sink. A resumed run first re-reads the
   ids of its committed chunks when ids come from a field.
-- Every retry counts in `recordsRetried`: model requests, input reads, chunk writes.
+- Every retry counts in `recordsRetried`: model requests, input reads, chunk writes. The
+  Prometheus metrics read the same counters (runners/metrics.py), so they equal the summary.
 - Model calls (retries, bisecting a refused batch, a model that does not answer) are
   runners/modelcalls.py's; the error budget's rules are runners/budget.py's. The chunk that
   crosses the budget is committed before the run stops, so every failed record is in the
@@ -42,6 +43,7 @@ Rules the code relies on:
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import sys
 import threading
@@ -56,6 +58,7 @@ from runners.api import ErrorRecord, InputRecord, ModelClient, Sink, Source, Tra
 from runners.budget import Budget, BudgetExceeded
 from runners.commit import ChunkJob, Committer
 from runners.formats import UnreadableRecord
+from runners.metrics import RunnerMetrics, Stats
 from runners.modelcalls import ModelCalls, Result
 from runners.progress import Progress
 from runners.recordids import IdScreen
@@ -64,24 +67,6 @@ from runners.retry import Backoff, Contact, RateLimiter, Stopped, call_with_retr
 T = TypeVar("T")
 _POLL = 0.2
 __all__ = ["BudgetExceeded", "Pipeline", "Stats"]
-
-
-@dataclass
-class Stats:
-    """Counters of one execution, shared by the threads (guarded by `lock`)."""
-
-    read: int = 0
-    written: int = 0
-    failed: int = 0
-    retried: int = 0
-    chunks: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, **counts: int) -> None:
-        """Add to counters by name, atomically."""
-        with self.lock:
-            for name, count in counts.items():
-                setattr(self, name, getattr(self, name) + count)
 
 
 class _Halt:
@@ -120,6 +105,7 @@ class Pipeline:
     backoff: Backoff | None = None
     # Ids come from an input field (`idField`), so two records may share one (recordids.py).
     ids_from_field: bool = False
+    metrics: RunnerMetrics = field(default_factory=RunnerMetrics)  # runners/metrics.py
 
     def __post_init__(self) -> None:
         t = self.tuning
@@ -142,6 +128,10 @@ class Pipeline:
         self._budget = Budget.from_tuning(t)
         self._progress: Progress | None = None
         self._calls = self._model_calls(answered=False)
+        self.metrics.watch(self.stats, total=self._total)
+
+    def _total(self) -> int | None:
+        return None if self._progress is None else self._progress.total
 
     def _model_calls(self, *, answered: bool) -> ModelCalls:
         assert self.backoff is not None
@@ -152,14 +142,17 @@ class Pipeline:
             limiter=self._limiter,
             contact=Contact(answered=answered),
             on_retry=lambda: self.stats.add(retried=1),
+            timed=self.metrics.timed,
         )
 
     def run(self) -> None:
         """Process every uncommitted chunk, then mark the output complete.
 
         Raises Stopped on SIGTERM, BudgetExceeded when the error budget is spent, and
-        whatever a source, sink or client raised that retries could not absorb.
+        whatever a source, sink or client raised that retries could not absorb. The metrics
+        exporter starts first, when the pod names its port (runners/metrics.py).
         """
+        self.metrics.serve_from_env(os.environ, log=self._log)
         committed = self._retrying(self.sink.committed)
         first = _first_missing(committed)
         written = self._retrying(lambda: self.sink.committed_records(committed)) if committed else 0

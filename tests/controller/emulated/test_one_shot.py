@@ -56,7 +56,8 @@ def test_job_is_owned_labelled_and_bounded(env: Env) -> None:
     assert job["spec"]["backoffLimit"] == 1
     rules = job["spec"]["podFailurePolicy"]["rules"]
     assert rules[0]["onExitCodes"]["values"] == [2] and rules[0]["action"] == "FailJob"
-    assert rules[1]["onPodConditions"][0]["type"] == "DisruptionTarget"
+    assert rules[1]["onExitCodes"]["values"] == [143] and rules[1]["action"] == "Ignore"
+    assert rules[2]["onPodConditions"][0]["type"] == "DisruptionTarget"
     env.wait_phase("Running")
 
 

@@ -137,14 +137,22 @@ def test_pod_security_passes_restricted() -> None:
     assert sc["readOnlyRootFilesystem"] is True
 
 
-def test_pod_failure_policy_fails_fast_on_exit_2_and_ignores_disruptions() -> None:
+def test_pod_failure_policy_fails_fast_on_exit_2_and_ignores_sigterm_and_disruptions() -> None:
     rules = builders.build_job(resolved(), SETTINGS)["spec"]["podFailurePolicy"]["rules"]
-    assert rules[0] == {
-        "action": "FailJob",
-        "onExitCodes": {"containerName": "runner", "operator": "In", "values": [2]},
-    }
-    assert rules[1]["action"] == "Ignore"
-    assert rules[1]["onPodConditions"] == [{"type": "DisruptionTarget", "status": "True"}]
+    assert rules == [
+        {
+            "action": "FailJob",
+            "onExitCodes": {"containerName": "runner", "operator": "In", "values": [2]},
+        },
+        {
+            "action": "Ignore",
+            "onExitCodes": {"containerName": "runner", "operator": "In", "values": [143]},
+        },
+        {
+            "action": "Ignore",
+            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+        },
+    ]
 
 
 def test_default_image_and_service_account_come_from_settings() -> None:
