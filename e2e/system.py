@@ -1,15 +1,21 @@
-"""The whole system on one machine: API emulator, controller process, real runner pods.
+"""The whole system on one machine: a Kubernetes, the controller process, real runner pods.
+
+Two backends, chosen by `LONGRUN_KUBE_BACKEND` (e2e/backends.py) or per System: the API
+emulator (its built-in kubelet off), or a private real control plane (etcd,
+kube-apiserver, kube-controller-manager; e2e/real) when its binaries are found. On both,
+pods are run by the same node agent (e2e/nodeagent): it binds them, runs the real runner
+(`python -m runners`) as a local process with the pod's env, contract and Secrets, and
+writes their status as a kubelet does; the Job, CronJob and garbage-collector
+controllers are the emulator's or the real kube-controller-manager's.
 
 Why a separate process for the controller: the end-to-end suite must prove what a
 cluster would run — `longrun controller` with a kubeconfig, its informers, leader
 election and HTTP probes — not a Manager object sharing the test's interpreter.
-Pods the emulator's Job controller creates are run by `LocalPodExecutor`, i.e. the
-real runner as a subprocess with the pod's env, contract and Secrets. Clients are
-the real `kubectl` (what users type) and the official Python client (for reads).
+Clients are the real `kubectl` (what users type) and the official Python client.
 
-Time: the emulator's clock drives CronJob ticks; the controller uses wall time.
-A System whose clock starts in the past (`clock_start`) lets a test advance
-through several schedule ticks without ever stamping objects in the future.
+Time: on the emulator, its clock drives CronJob ticks; the controller uses wall time.
+A System whose clock starts in the past (`clock_start`, emulator only) lets a test
+advance through several schedule ticks without stamping objects in the future.
 """
 
 from __future__ import annotations
@@ -26,18 +32,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from controller.core.settings import DEFAULT_IMAGE
+from e2e.backends import KubeHandle, selected_backend, skip_real
 from e2e.emulator import Clock, Emulator, EmulatorConfig
-from e2e.emulator.clock import Timers
 from e2e.fixtures import EmulatorHandle, eventually, require_kubectl
-from e2e.local_executor import LocalPodExecutor
-from local.podspec import ImageMap
+from e2e.nodeagent import AgentConfig, Kube, NodeAgent
+from e2e.nodeagent.config import DEFAULT_NODE_NAME as NODE_NAME
+from e2e.nodeagent.logs import KubeletTLS
 
 ROOT = Path(__file__).resolve().parents[1]
 CRDS = ROOT / "charts" / "longrun" / "crds"
-# Krateo's runner images run our runner: it reads the same contract keys and storage shapes.
-KRATEO_RUNNER = "ghcr.io/krateoplatformops/kserve-krateo-runner-test"
 CONTROLLER_NAMESPACE = "longrun-system"
+# The node agent's quick restarts and heartbeats, as in its own tests.
+AGENT_TIMING = {"restart_backoff": 0.5, "restart_backoff_max": 5.0, "renew_seconds": 2.0}
 Obj = dict[str, Any]
 
 
@@ -49,36 +55,39 @@ def free_port() -> int:
 
 
 class System:
-    """An emulator running pods for real, the CRDs, and `longrun controller` as a process."""
+    """A Kubernetes whose pods run for real, the CRDs, and `longrun controller` as a process."""
 
-    def __init__(self, workdir: Path, *, clock_start: datetime | None = None) -> None:
+    def __init__(
+        self, workdir: Path, *, clock_start: datetime | None = None, backend: str | None = None
+    ) -> None:
         self.workdir = workdir
-        (workdir / "emulator").mkdir(parents=True, exist_ok=True)
+        self.backend = backend or selected_backend()
+        workdir.mkdir(parents=True, exist_ok=True)
         require_kubectl()  # before anything starts: skip locally, fail in CI
-        images = ImageMap(DEFAULT_IMAGE, commands={KRATEO_RUNNER: ImageMap.runner_command})
-        self.emulator = Emulator(
-            EmulatorConfig(job_backoff_seconds=0.0, bookmark_interval=1.0),
-            clock=Clock(start=clock_start),
-            executor=self._executor_factory(images),
-            workdir=workdir / "emulator",
-        )
-        self.handle = EmulatorHandle(self.emulator)
+        self._clock_start = clock_start
+        if clock_start is not None and self.backend != "emulator":
+            raise ValueError("clock_start needs the emulator's clock (backend='emulator')")
+        self.emulator: Emulator | None = None
+        self.plane: Any = None  # e2e.real.controlplane.ControlPlane on the real backend
+        self.handle: KubeHandle | None = None
+        self.agent: NodeAgent | None = None
         self.health_port, self.metrics_port = free_port(), free_port()
         self.controller: subprocess.Popen[bytes] | None = None
         self.controller_log = workdir / "controller.log"
 
-    def _executor_factory(self, images: ImageMap) -> Any:
-        def factory(_timers: Timers) -> LocalPodExecutor:
-            return LocalPodExecutor(
-                store=lambda: self.emulator.store, workdir=self.workdir / "pods", images=images
-            )
-
-        return factory
-
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> System:
-        """Start the emulator, install the CRDs with kubectl, start and await the controller."""
-        self.emulator.start()
+        """Start the backend and the node agent, install the CRDs with kubectl, start and await
+        the controller."""
+        self.handle = self._start_backend()
+        self.agent = NodeAgent(
+            AgentConfig(
+                workdir=self.workdir / "node",
+                kubelet_tls=self._kubelet_tls(),
+                **AGENT_TIMING,  # type: ignore[arg-type]
+            ),
+            Kube(self.handle.api_client()),
+        ).start()
         self.kubectl("apply", "-f", str(CRDS))
         self.kubectl("create", "namespace", CONTROLLER_NAMESPACE)
         env = {
@@ -90,25 +99,71 @@ class System:
             "LOG_FORMAT": "json",
         }
         argv = [sys.executable, "-m", "controller", "controller"]
-        argv += ["--kubeconfig", str(self.emulator.kubeconfig_path)]
+        argv += ["--kubeconfig", str(self.handle.kubeconfig_path)]
         argv += ["--health-port", str(self.health_port), "--metrics-port", str(self.metrics_port)]
         with self.controller_log.open("wb") as log:
             self.controller = subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=ROOT)
-        eventually(self._is_ready, timeout=30, interval=0.1)
+        eventually(self._is_ready, timeout=60, interval=0.1)
         return self
+
+    def _start_backend(self) -> KubeHandle:
+        if self.backend == "emulator":
+            config = EmulatorConfig(
+                job_backoff_seconds=0.0, bookmark_interval=1.0, builtin_kubelet=False
+            )
+            (self.workdir / "emulator").mkdir(exist_ok=True)
+            self.emulator = Emulator(
+                config, clock=Clock(start=self._clock_start), workdir=self.workdir / "emulator"
+            )
+            self.emulator.start()
+            return EmulatorHandle(self.emulator)
+        from e2e.real.assets import AssetsNotFound, find_assets
+        from e2e.real.controlplane import ControlPlane
+        from e2e.real.handle import RealClusterHandle
+
+        try:
+            assets = find_assets()
+        except AssetsNotFound as exc:
+            skip_real(str(exc))
+        self.plane = ControlPlane(assets, workdir=self.workdir / "plane").start()
+        handle = RealClusterHandle(self.plane)
+        handle.require_controllers()
+        return handle
+
+    def _kubelet_tls(self) -> KubeletTLS | None:
+        """On the real backend, the node agent's log server (`pods/log`, the controller's
+        progress reads) needs a serving certificate the API server trusts; the emulator
+        accepts the agent's own."""
+        if self.plane is None:
+            return None
+        pair = self.plane.issue_kubelet_certificate(NODE_NAME, hostname=socket.gethostname())
+        return KubeletTLS(pair.cert, pair.key, self.plane.ca_cert_path)
 
     def _is_ready(self) -> bool:
         assert self.controller is not None and self.controller.poll() is None, self.log_tail()
         return self.http_get(self.health_port, "/readyz")[0] == 200
 
     def stop(self) -> None:
-        """SIGTERM the controller (it must exit 0), then stop the emulator and its pods."""
+        """SIGTERM the controller (it must exit 0), then stop the node agent and the backend."""
         code = None
         if self.controller is not None and self.controller.poll() is None:
             self.controller.send_signal(signal.SIGTERM)
             code = self.controller.wait(timeout=30)
-        self.emulator.stop()
+        if self.agent is not None:
+            self.agent.stop()
+        if self.handle is not None:
+            self.handle.close()
+        if self.emulator is not None:
+            self.emulator.stop()
+        if self.plane is not None:
+            self.plane.stop()
         assert code in (None, 0), f"controller exited {code}:\n{self.log_tail()}"
+
+    @property
+    def clock(self) -> Clock:
+        """The emulator's clock (CronJob ticks); emulator only."""
+        assert self.emulator is not None, "the real backend has no fake clock"
+        return self.emulator.clock
 
     def log_tail(self, lines: int = 40) -> str:
         """The last lines the controller logged (for assertion messages)."""
@@ -121,6 +176,7 @@ class System:
     # -- clients -------------------------------------------------------------------------------
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
         """Run the real kubectl (only --kubeconfig added); its stdout."""
+        assert self.handle is not None, "start() first"
         done = self.handle.kubectl(*args, input=input, timeout=60)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -35,7 +36,7 @@ from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentSpec
 from controller.core.serving import auth, names
 from controller.core.serving.builders import build_pod_template
 from controller.core.serving.resolve import ServingResolved, model_namespace, resolve_deployment
-from controller.core.serving.runtimes import CACHE_MOUNT, KEYS_MOUNT, SOURCE_MOUNT
+from controller.core.serving.runtimes import CACHE_MOUNT, KEYS_MOUNT, LOOPBACK, SOURCE_MOUNT
 from controller.core.serving.settings import ServingSettings
 from controller.core.validation import Problem
 from local.executor import PodProcess, run_pod
@@ -64,6 +65,8 @@ class LocalDeployment:
     claims: Mapping[str, str] = field(default_factory=dict)  # pvc:// claim -> local directory
     processes: list[PodProcess] = field(default_factory=list)
     runtime_port: int = 0  # the server's own port (the sidecar's upstream, when there is one)
+    # Secrets of the deployment's namespace (name -> data): the model credentials it names.
+    secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
 
     @property
     def endpoint(self) -> str:
@@ -89,10 +92,13 @@ class LocalDeployment:
         )
         source = MappingSource({}, {names.api_key_secret_name(self.resolved.owner.name): secret})
         server = local_server(
-            self.resolved,
+            self.resolved.plan.kind,
             self._localized(spec["containers"][0]),
+            volumes=spec["volumes"],
+            host=LOOPBACK,
             port=runtime_port,
             pythons=self.pythons,
+            served_name=self.resolved.served_name,
         )
         self._run("server", server.container, spec["volumes"], server.prefix, source, server.env)
         if self.resolved.uses_auth_proxy:
@@ -191,7 +197,7 @@ class LocalDeployment:
         log = _LogFile(self.base / "fetch.log")
         done = run_pod(
             pod,
-            source=MappingSource(),
+            source=MappingSource({}, {k: dict(v) for k, v in self.secrets.items()}),
             root=self.base / "fetch",
             images=images,
             on_line=log.write,
@@ -233,13 +239,8 @@ class LocalDeployment:
         """nginx with the rendered nginx.conf: the public port, keys checked, then the server."""
         sidecar = next(c for c in spec["containers"] if c["name"] == names.AUTH_CONTAINER)
         root = self.base / names.AUTH_CONTAINER
-        conf = local_nginx_conf(
-            auth.nginx_conf(self.resolved.plan),
-            root=root,
-            public=self.port,
-            upstream=runtime_port,
-            runtime=self.resolved.plan.http_port or 0,
-        )
+        ports = {auth.PROXY_HTTP_PORT: self.port, self.resolved.plan.http_port or 0: runtime_port}
+        conf = local_nginx_conf(auth.nginx_conf(self.resolved.plan), root=root, ports=ports)
         config_name = names.auth_config_name(self.resolved.owner.name)
         source.config_maps[config_name] = {names.NGINX_CONF_KEY: conf}
         conf_path = local_path(root, f"{auth.PROXY_CONF_MOUNT}/{names.NGINX_CONF_KEY}")
@@ -291,14 +292,27 @@ def nginx_binary() -> str:
     return found
 
 
-def local_nginx_conf(text: str, *, root: Path, public: int, upstream: int, runtime: int) -> str:
-    """The rendered nginx.conf with this machine's ports and paths (keys, pid, temp dirs)."""
+def local_nginx_conf(
+    text: str, *, root: Path, host: str = LOOPBACK, ports: Mapping[int, int] | None = None
+) -> str:
+    """The rendered nginx.conf with this machine's addresses and paths (keys, pid, temp dirs).
+
+    In a pod, nginx listens on every address and reaches the runtime on the pod's own
+    127.0.0.1; here each `listen PORT` binds `host` and the upstream 127.0.0.1 becomes
+    `host` (the node agent gives each pod an address of its own), and `ports` moves ports
+    (`longrun serve` picks free ones)."""
+    moved = ports or {}
     tmp = local_path(root, "/tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     keys = local_path(root, KEYS_MOUNT)
     out = text.replace(" /tmp/", f" {tmp}/")  # first: the local paths may be under /tmp
-    out = out.replace(f"listen {auth.PROXY_HTTP_PORT};", f"listen 127.0.0.1:{public};")
-    out = out.replace(f"127.0.0.1:{runtime}", f"127.0.0.1:{upstream}")
+
+    def address(match: re.Match[str]) -> str:
+        port = int(match[2])
+        listen = "listen " if match[1] == "listen " else ""
+        return f"{listen}{host}:{moved.get(port, port)}"
+
+    out = re.sub(rf"(listen |{re.escape(LOOPBACK)}:)(\d+)", address, out)
     return out.replace(f"{KEYS_MOUNT}/", f"{keys}/")
 
 

@@ -8,9 +8,9 @@ does: exit code, reason, and the termination message the container wrote. A pod
 that cannot start (unmapped image, missing Secret or key) ends without a
 process, with the reason Kubernetes gives it.
 
-The same `run_pod` serves `longrun run` (through `local.occurrence`) and the API
-emulator (through the thin adapter in `e2e/local_executor.py`): both hand it a
-pod dict and a `VolumeSource` saying where ConfigMaps and Secrets come from.
+The same `run_pod` serves `longrun run` (through `local.occurrence`); the test node
+agent (`e2e/nodeagent`) runs pods with the same `prepare_pod` and process handling. Each
+hands over a pod dict and a `VolumeSource` saying where ConfigMaps and Secrets come from.
 """
 
 from __future__ import annotations

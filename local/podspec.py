@@ -11,12 +11,13 @@ watching the process is `local.executor`'s part.
 
 The local user cannot write `/etc/longrun` or `/var/run/longrun`, so every
 mount path is rewritten under a per-pod root directory (`local_path`), and env
-values naming a path under a mount are rewritten the same way. Secret files get
+values and args naming a path under a mount are rewritten the same way (args after
+Kubernetes' `$(VAR)` expansion). Secret files get
 mode 0600 (the pod's fsGroup-owned 0440 has no local meaning: only the current
 user may read them).
 
 ConfigMaps and Secrets come from a `VolumeSource`: plain dicts for `longrun run`
-(`MappingSource`), the emulator's store for the e2e harness (`e2e/local_executor.py`).
+(`MappingSource`), the API server for the test node agent (`e2e/nodeagent`).
 """
 
 from __future__ import annotations
@@ -138,16 +139,21 @@ def prepare_pod(
 ) -> PreparedPod:
     """Materialize the pod's first container under `root`; PodSetupError if it cannot start."""
     container = pod["spec"]["containers"][0]
-    argv = (*images.command_for(container.get("image", "")), *container.get("args", []))
+    prefix = images.command_for(container.get("image", ""))
     shutil.rmtree(root, ignore_errors=True)  # a new pod starts from fresh volumes
     root.mkdir(parents=True)
     mounts = materialize_mounts(pod, container=container, source=source, root=root)
     term_pod_path = container.get("terminationMessagePath") or DEFAULT_TERMINATION_PATH
     term = local_path(root, term_pod_path)
     term.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(base_env)
-    env.update(container_env(pod, container=container, source=source))
+    own = container_env(pod, container=container, source=source)
+    env = {**base_env, **own}
     env = {k: rewrite_path(v, mounts=mounts, root=root) for k, v in env.items()}
+    # As the kubelet does: `$(VAR)` in args expands to the container's own variables; an
+    # arg naming a path under a mount is rewritten as env values are.
+    own_env = {k: env[k] for k in own}
+    args = [expand_refs(str(a), own_env) for a in container.get("args", [])]
+    argv = (*prefix, *(rewrite_path(a, mounts=mounts, root=root) for a in args))
     env["TERMINATION_MESSAGE_PATH"] = str(term)
     if local_path(root, "/tmp").is_dir():
         env["TMPDIR"] = str(local_path(root, "/tmp"))

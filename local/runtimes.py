@@ -3,8 +3,11 @@
 `longrun serve` (and `longrun run`, for a deployment it starts) renders the server pod with
 the controller's builders, then runs its containers here instead of their images: the
 runtime's container spec is read and translated, flag by flag, into the command of the
-same server installed from PyPI (docs/serving.md, "Locally"). This mapping is for tests
-and a first try only; a cluster always runs the images.
+same server installed from PyPI (docs/serving.md, "Locally"). The test node agent
+(e2e/nodeagent) runs the pods a cluster's Deployment makes through the same function,
+`local_server`: it reads only the rendered container and the pod's volumes, so both
+callers translate one pod the same way. This mapping is for tests and a first try only; a
+cluster always runs the images.
 
 | runtime | local command |
 | --- | --- |
@@ -23,6 +26,7 @@ package.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -30,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.core.serving.resolve import ServingResolved
+from controller.core.serving.runtimes import ServingImages
 
 Obj = dict[str, Any]
 SERVERS_DIR = Path(__file__).resolve().parent / "servers"
@@ -50,12 +54,38 @@ class RuntimeUnavailable(Exception):
 
 @dataclass(frozen=True)
 class LocalServer:
-    """The server container as a local process: its argv prefix and translated container."""
+    """The server container as a local process: its argv prefix and translated container.
+
+    The container keeps its probes, except where the local server has no unauthenticated
+    health path (llama-cpp-python): there they become TCP probes of the same port."""
 
     prefix: tuple[str, ...]
     container: Obj
     ready_path: str  # GET this (with the key) until it answers 200
     env: Mapping[str, str]  # extra environment (LD_LIBRARY_PATH for PyTriton)
+
+
+def runtime_of_image(image: str, images: ServingImages) -> str | None:
+    """The runtime whose image (any tag) `image` is, by the chart's image values; None for
+    other images (the auth sidecar's nginx is `"auth-proxy"`)."""
+    wanted = _repository(image)
+    kinds = {
+        "llamacpp": (images.llamacpp, images.llamacpp_cuda),
+        "kserve": (images.kserve_sklearn, images.kserve_xgboost),
+        "mlserver": (images.mlserver,),
+        "triton": (images.triton,),
+        "auth-proxy": (images.auth_proxy,),
+    }
+    for kind, known in kinds.items():
+        if wanted in {_repository(i) for i in known} or image in known:
+            return kind
+    return None
+
+
+def _repository(image: str) -> str:
+    name = image.split("@", 1)[0]
+    slash, colon = name.rfind("/"), name.rfind(":")
+    return name[:colon] if colon > slash else name
 
 
 def find_python(runtime: str, overrides: Mapping[str, str]) -> str:
@@ -65,7 +95,13 @@ def find_python(runtime: str, overrides: Mapping[str, str]) -> str:
     if found := os.environ.get(f"LONGRUN_{runtime.upper()}_PYTHON"):
         return found
     root = Path(os.environ.get("LONGRUN_PEERS_CACHE") or Path.home() / ".cache/longrun/peers")
-    envs = sorted(root.glob(f"{PEER_ENVS[runtime]}-*/.longrun-ready.json"), reverse=True)
+    # The most recently built env: `python -m e2e.peers prepare` builds the current pins, and an
+    # older env (other pins, left in the cache) must not win by the order of its hash.
+    envs = sorted(
+        root.glob(f"{PEER_ENVS[runtime]}-*/.longrun-ready.json"),
+        key=_built_at,
+        reverse=True,
+    )
     for ready in envs:
         python = ready.parent / "bin" / "python"
         if python.exists():
@@ -78,16 +114,47 @@ def find_python(runtime: str, overrides: Mapping[str, str]) -> str:
     )
 
 
+def _built_at(ready: Path) -> str:
+    """When the env was built (its ready file's `built_at`, ISO 8601 UTC; "" when unreadable)."""
+    try:
+        return str(json.loads(ready.read_text()).get("built_at") or "")
+    except (OSError, ValueError):
+        return ""
+
+
 def local_server(
-    r: ServingResolved, container: Obj, *, port: int, pythons: Mapping[str, str]
+    kind: str,
+    container: Obj,
+    *,
+    volumes: list[Obj],
+    host: str,
+    port: int,
+    pythons: Mapping[str, str],
+    served_name: str | None = None,
 ) -> LocalServer:
-    """The rendered server container translated to its local command, listening on `port`."""
-    kind = r.plan.kind
+    """The rendered server container of runtime `kind` translated to its local command,
+    listening on `host`:`port`. `volumes` are the pod's (a llama.cpp key file names the
+    Secret it comes from); `served_name` is needed by Triton only."""
     if kind == "generic":
-        return _generic(r, container, port)
+        return _generic(container, port)
     python = find_python(kind, pythons)
-    build = {"llamacpp": _llamacpp, "kserve": _kserve, "mlserver": _mlserver, "triton": _triton}
-    return build[kind](r, container, python, port)
+    if kind == "llamacpp":
+        return _llamacpp(container, volumes, python, host, port)
+    if kind == "kserve":
+        return _kserve(container, python, host, port)
+    if kind == "mlserver":
+        return _mlserver(container, python, host, port)
+    if not served_name:
+        raise RuntimeUnavailable("runtime triton: the served model name is not known")
+    return _triton(container, python, host, port, served_name)
+
+
+def http_port(container: Obj, default: int = 0) -> int:
+    """The container's HTTP port: the one named `http` (`server-http` behind the sidecar)."""
+    for port in container.get("ports") or []:
+        if port.get("name") in ("http", "server-http"):
+            return int(port["containerPort"])
+    return default
 
 
 def _flags(args: list[str]) -> dict[str, str]:
@@ -116,46 +183,62 @@ def _with(container: Obj, *, args: list[str], env: list[Obj] | None = None) -> O
     return out
 
 
-def _llamacpp(r: ServingResolved, container: Obj, python: str, port: int) -> LocalServer:
+def _llamacpp(container: Obj, volumes: list[Obj], python: str, host: str, port: int) -> LocalServer:
     # llama.cpp's flags → llama-cpp-python's; the key comes from the Secret as API_KEY (never
     # on the command line); llama-cpp-python checks one key: the first.
     flags = _flags(list(container.get("args") or []))
     args = ["--model", flags["--model"], "--model_alias", flags["--alias"]]
-    args += ["--host", "127.0.0.1", "--port", str(port), "--verbose", "false"]
+    args += ["--host", host, "--port", str(port), "--verbose", "false"]
     args += ["--n_gpu_layers", flags.get("--n-gpu-layers", "0")]
     if "--ctx-size" in flags:
         args += ["--n_ctx", flags["--ctx-size"]]
     args += ["--embedding", "true" if "--embedding" in flags else "false"]
     env = list(container.get("env") or [])
-    if r.spec.auth.enabled:
-        key = {"name": _secret(r), "key": "api-key"}
+    if "--api-key-file" in flags:
+        key = {"name": _key_secret(container, volumes, flags["--api-key-file"]), "key": "api-key"}
         env.append({"name": "API_KEY", "valueFrom": {"secretKeyRef": key}})
     local = _with(container, args=args, env=env)
+    # Every path of llama-cpp-python's server asks for the key: its probes check the port.
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        if probe in local:
+            timing = {k: v for k, v in local[probe].items() if k not in ("httpGet", "exec")}
+            local[probe] = {**timing, "tcpSocket": {"port": port}}
     return LocalServer((python, "-m", "llama_cpp.server"), local, "/v1/models", {})
 
 
-def _secret(r: ServingResolved) -> str:
-    from controller.core.serving.names import api_key_secret_name
+def _key_secret(container: Obj, volumes: list[Obj], key_file: str) -> str:
+    """The Secret of the volume mounted where the key file is."""
+    by_name = {v["name"]: v for v in volumes}
+    for mount in container.get("volumeMounts") or []:
+        if key_file.startswith(mount["mountPath"].rstrip("/") + "/"):
+            secret = by_name.get(mount["name"], {}).get("secret") or {}
+            if secret.get("secretName"):
+                return str(secret["secretName"])
+    raise RuntimeUnavailable(f"runtime llamacpp: no Secret volume holds {key_file}")
 
-    return api_key_secret_name(r.owner.name)
 
-
-def _kserve(r: ServingResolved, container: Obj, python: str, port: int) -> LocalServer:
+def _kserve(container: Obj, python: str, host: str, port: int) -> LocalServer:
     flags = _flags(list(container.get("args") or []))
     args = [
         f"--model_name={flags['--model_name']}",
         f"--model_dir={flags['--model_dir']}",
         f"--http_port={port}",
+        f"--host={host}",
     ]
     script = (python, str(SERVERS_DIR / "kserve_model.py"))
-    return LocalServer(script, _with(container, args=args), r.plan.health_path or "/", {})
+    return LocalServer(script, _with(container, args=args), _probe_path(container, "/"), {})
 
 
-def _mlserver(r: ServingResolved, container: Obj, python: str, port: int) -> LocalServer:
+def _probe_path(container: Obj, default: str) -> str:
+    probe = container.get("readinessProbe") or {}
+    return str((probe.get("httpGet") or {}).get("path") or default)
+
+
+def _mlserver(container: Obj, python: str, host: str, port: int) -> LocalServer:
     from local.ports import free_port
 
     ports = {
-        "MLSERVER_HOST": "127.0.0.1",
+        "MLSERVER_HOST": host,
         "MLSERVER_HTTP_PORT": str(port),
         "MLSERVER_GRPC_PORT": str(free_port()),
         "MLSERVER_METRICS_PORT": str(free_port()),
@@ -169,20 +252,23 @@ def _mlserver(r: ServingResolved, container: Obj, python: str, port: int) -> Loc
     # the env was built in before it was moved into place (e2e/peers builds it that way).
     prefix = (python, "-c", "import sys; from mlserver.cli import main; sys.exit(main())")
     local = _with(container, args=command[1:], env=env)
-    return LocalServer(prefix, local, r.plan.health_path or "/v2/health/ready", {})
+    return LocalServer(prefix, local, _probe_path(container, "/v2/health/ready"), {})
 
 
-def _triton(r: ServingResolved, container: Obj, python: str, port: int) -> LocalServer:
+def _triton(container: Obj, python: str, host: str, port: int, served_name: str) -> LocalServer:
     flags = _flags(list(container.get("args") or []))
     args = [
         f"--model-repository={flags['--model-repository']}",
         f"--http-port={port}",
-        f"--model-name={r.served_name}",
+        f"--host={host}",
+        f"--model-name={served_name}",
     ]
     libdir = _libdir(python)
     script = (python, str(SERVERS_DIR / "triton_onnx.py"))
     env = {"LD_LIBRARY_PATH": libdir} if libdir else {}
-    return LocalServer(script, _with(container, args=args), "/v2/health/ready", env)
+    # PyTriton loads the model after Triton answers /v2/health/ready: wait for the model.
+    ready = f"/v2/models/{served_name}/ready"
+    return LocalServer(script, _with(container, args=args), ready, env)
 
 
 def _libdir(python: str) -> str:
@@ -195,13 +281,16 @@ def _libdir(python: str) -> str:
     return str(json.loads(ready.read_text()).get("libdir") or "")
 
 
-def _generic(r: ServingResolved, container: Obj, port: int) -> LocalServer:
+def _generic(container: Obj, port: int) -> LocalServer:
     command = list(container.get("command") or [])
-    args = [str(a).replace(str(r.plan.http_port), str(port)) for a in container.get("args") or []]
+    own = http_port(container)
+    args = [str(a) for a in container.get("args") or []]
+    if own:
+        args = [a.replace(str(own), str(port)) for a in args]
     if not command:
         raise RuntimeUnavailable(
             "runtime generic: the image's own entrypoint cannot run locally; set "
             "spec.runtime.generic.command"
         )
     local = _with(container, args=[*command[1:], *args])
-    return LocalServer((command[0],), local, r.plan.health_path or "/", {})
+    return LocalServer((command[0],), local, _probe_path(container, "/"), {})

@@ -11,8 +11,10 @@ Exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 the server failed, 2 invalid input
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -33,7 +35,8 @@ from local.deployment import (
     deployment_dir,
     local_deployment,
 )
-from local.inputs import InputError, Inputs, load_inputs
+from local.inputs import InputError, Inputs, add_env_files, load_inputs
+from local.podspec import image_repository
 from local.runtimes import RuntimeUnavailable
 
 Obj = dict[str, Any]
@@ -136,6 +139,8 @@ class DeploymentsForRun:
                 pythons=self.pythons,
                 claims=self.claims,
             )
+            check_served_here(local)
+            local.secrets = namespace_secrets(self.inputs, target.namespace)
             self.console.say(f"longrun: starting ModelDeployment {target.key} for this run")
             local.start()
             self.started.append(local)
@@ -177,6 +182,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="the Python with RUNTIME's server (llamacpp, kserve, mlserver, triton)")  # fmt: skip
     add("--pvc", action="append", default=[], metavar="CLAIM=DIR",
         help="a local directory standing in for a PersistentVolumeClaim")  # fmt: skip
+    add("--env-file", action="append", default=[], metavar="NAME=PATH",
+        help="Secret NAME (e.g. the Model's credentials) from KEY=VALUE lines")  # fmt: skip
+    add("--model-source", metavar="URI",
+        help="local-only: take the model from URI instead of the Model's source")  # fmt: skip
+    add("--model-endpoint-url", metavar="URL",
+        help="local-only: the S3 endpoint to download the model from instead")  # fmt: skip
+    add("--image-map", action="append", default=[], metavar="IMAGE=COMMAND",
+        help="runtime generic: run IMAGE (any tag) as COMMAND, its entrypoint")  # fmt: skip
     parser.set_defaults(handler=handle)
     return parser
 
@@ -209,8 +222,10 @@ def prepare(args: argparse.Namespace) -> LocalDeployment:
     """Load, validate and resolve; InputError (or ValueError) when anything is wrong."""
     settings = serving_settings_from_env()
     inputs = load_inputs(args.files, namespace=args.namespace)
+    add_env_files(inputs, args.env_file, namespace=args.namespace)
     obj = pick_deployment(inputs, args.name, namespace=args.namespace)
-    return local_deployment(
+    obj = with_local_overrides(obj, inputs, args)
+    local = local_deployment(
         obj,
         inputs,
         settings,
@@ -219,6 +234,76 @@ def prepare(args: argparse.Namespace) -> LocalDeployment:
         pythons=pairs(args.runtime_python, "--runtime-python"),
         claims=pairs(args.pvc, "--pvc"),
     )
+    check_served_here(local)
+    local.secrets = namespace_secrets(inputs, local.resolved.owner.namespace)
+    credentials = local.resolved.model.credentials
+    if credentials is not None and credentials.name not in local.secrets:
+        raise InputError(
+            f"the model's credentials are in Secret {credentials.name!r}: give it in the files "
+            f"or with --env-file {credentials.name}=PATH (KEY=VALUE lines)"
+        )
+    return local
+
+
+def namespace_secrets(inputs: Inputs, namespace: str) -> dict[str, dict[str, bytes]]:
+    """The Secrets of the files (and --env-file) in `namespace`, by name."""
+    return {name: data for (ns, name), data in inputs.secrets.items() if ns == namespace}
+
+
+def with_local_overrides(obj: Obj, inputs: Inputs, args: argparse.Namespace) -> Obj:
+    """The deployment with the local-only overrides applied (the files are left as they are):
+    the model's source and S3 endpoint, and a generic runtime's image as a local command."""
+    obj = copy.deepcopy(obj)
+    spec = obj.setdefault("spec", {})
+    model: Obj | None = spec.get("model")
+    if model is None and (args.model_source or args.model_endpoint_url):
+        ref = (spec.get("modelRef") or {}).get("name", "")
+        namespace = (spec.get("modelRef") or {}).get("namespace") or obj["metadata"]["namespace"]
+        found = inputs.models.get((namespace, ref))
+        if found is None:
+            raise InputError(f'no Model "{namespace}/{ref}" in the given files to override')
+        found = copy.deepcopy(found)
+        inputs.models[(namespace, ref)] = found
+        model = found.setdefault("spec", {})
+    if model is not None and args.model_source:
+        model["source"] = args.model_source
+    if model is not None and args.model_endpoint_url:
+        model["endpointUrl"] = args.model_endpoint_url
+    generic = (spec.get("runtime") or {}).get("generic")
+    if generic is None and args.image_map:
+        raise InputError("--image-map: only a generic runtime's image runs as a local command")
+    if generic is not None and not generic.get("command"):
+        generic["command"] = _entrypoint(str(generic.get("image", "")), args.image_map)
+    return obj
+
+
+def _entrypoint(image: str, entries: list[str]) -> list[str]:
+    """The local command standing in for a generic image's entrypoint (the deployment sets
+    no `command`); relative paths of existing files made absolute, since the server runs in
+    a directory of its own."""
+    mapped = {}
+    for entry in entries:
+        key, sep, command = entry.partition("=")
+        if not sep or not key or not command.strip():
+            raise ValueError(f"--image-map {entry!r}: expected IMAGE=COMMAND")
+        mapped[key] = shlex.split(command)
+    argv = mapped.get(image) or mapped.get(image_repository(image))
+    if argv is None:
+        raise InputError(
+            f"runtime generic: image {image!r} cannot run here; name the local command that "
+            f"stands in for it: --image-map {image_repository(image)}=COMMAND"
+        )
+    return [os.path.abspath(a) if not a.startswith("-") and Path(a).is_file() else a for a in argv]
+
+
+def check_served_here(local: LocalDeployment) -> None:
+    """InputError for what `longrun serve` cannot serve as a cluster would."""
+    r = local.resolved
+    if r.plan.kind == "triton" and r.plan.protocol == "triton-grpc":
+        raise InputError(
+            f"ModelDeployment/{r.owner.name}: spec.runtime.triton.protocol: grpc is served in "
+            "a cluster only; locally Triton serves HTTP: set protocol: http to serve it here"
+        )
 
 
 def handle(args: argparse.Namespace, *, out: TextIO | None = None) -> int:

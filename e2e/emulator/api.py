@@ -57,6 +57,10 @@ class Api(ListingMixin, DeletionMixin):
         # Hooks set by the emulator: CRD registration and graceful pod termination.
         self.on_crd_write: Callable[[Obj], None] = lambda _crd: None
         self.on_pod_graceful_delete: Callable[[Obj], bool] = lambda _pod: False
+        # Validating admission plugins (security.Security.admit): after the object's validation.
+        self.validate_admission: Callable[[ResourceType, Obj, Obj | None, Request], None] = (
+            lambda _rt, _obj, _old, _req: None
+        )
 
     # -- helpers -----------------------------------------------------------------
     def present(self, rt: ResourceType, obj: Obj) -> Obj:
@@ -96,6 +100,7 @@ class Api(ListingMixin, DeletionMixin):
             self._assign_name(rt, meta)
             self._reset_system_fields(rt, obj)
             obj = self._admit(rt, obj, None, req)
+            self.validate_admission(rt, obj, None, req)
             ns = meta.get("namespace", "")
             if self.store.get(rt.key, ns, meta["name"]) is not None:
                 raise already_exists(rt.plural, rt.group, meta["name"])
@@ -383,6 +388,7 @@ class Api(ListingMixin, DeletionMixin):
             )
         new = self._merge_subresource(rt, old, new, subresource)
         new = self._admit(rt, new, old, req)
+        self.validate_admission(rt, new, old, req)
         self._bump_generation(rt, old, new)
         if _same(new, old):
             return self.present(rt, old)

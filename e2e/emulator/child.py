@@ -6,9 +6,7 @@ path on one line, and answers commands on stdin, one line each, until stdin clos
 
 - `cpu`: user and system CPU seconds of the process so far;
 - `idle`: `ok` once the built-in controllers have nothing queued and every watch stream has
-  taken its events (`busy` after two minutes);
-- `jobs`: JSON {Job name: monotonic time it was first stored} (CLOCK_MONOTONIC is system-wide,
-  so the parent can compare it with its own clock).
+  taken its events (`busy` after two minutes).
 
 `Child` is the parent's side. Used by `e2e/emulator/loadtest.py` and `bench/controller_bench.py`.
 """
@@ -16,11 +14,9 @@ path on one line, and answers commands on stdin, one line each, until stdin clos
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -33,15 +29,6 @@ def serve(summary: str | None) -> int:
     emu = Emulator(EmulatorConfig()).start()
     if summary is not None:
         emu.executor.script(exit_code=0, message=summary)
-    stored: dict[str, float] = {}
-    lock = threading.Lock()
-
-    def on_event(event: Any) -> None:
-        if event.key.startswith("jobs") and event.type == "ADDED":
-            with lock:
-                stored.setdefault(event.obj["metadata"]["name"], time.monotonic())
-
-    emu.store.add_listener(on_event)
     print(emu.url, emu.kubeconfig_path, flush=True)
     for line in sys.stdin:
         cmd = line.strip()
@@ -50,9 +37,6 @@ def serve(summary: str | None) -> int:
             print(t.user, t.system, flush=True)
         elif cmd == "idle":
             print("ok" if _idle(emu) else "busy", flush=True)
-        elif cmd == "jobs":
-            with lock:
-                print(json.dumps(stored), flush=True)
     emu.stop()
     return 0
 
@@ -92,10 +76,6 @@ class Child:
         """(user, system) CPU seconds of the emulator process so far."""
         user, system = self.ask("cpu").split()
         return float(user), float(system)
-
-    def job_times(self) -> dict[str, float]:
-        """Job name -> monotonic time the emulator first stored it."""
-        return dict(json.loads(self.ask("jobs")))
 
     def stop(self) -> None:
         assert self.proc.stdin is not None

@@ -61,7 +61,9 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
         return None
     resources: list[Obj] = []
     for rt in sorted(types, key=lambda r: r.plural):
-        verbs = [v for v in VERBS if not (rt.plural == "namespaces" and v == "deletecollection")]
+        verbs = list(rt.verbs) or [
+            v for v in VERBS if not (rt.plural == "namespaces" and v == "deletecollection")
+        ]
         entry: Obj = {
             "name": rt.plural,
             "singularName": rt.singular or rt.kind.lower(),
@@ -78,7 +80,7 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
             sub_verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
             if sub == "finalize":
                 sub_verbs = ["update"]
-            if sub == "binding":
+            if sub in ("binding", "token"):
                 sub_verbs = ["create"]
             resources.append(
                 {

@@ -28,8 +28,11 @@ from .faults import Faults
 from .gc import GarbageCollector
 from .jobs import JobController
 from .kubelet import Kubelet
+from .kubeletproxy import KubeletClient
 from .manager import Manager
+from .rbacpolicy import ClusterRoleAggregator, bootstrap
 from .registry import Registry
+from .security import Security
 from .server import EmulatorHTTPServer, Handler
 from .store import Event, Store, Watcher
 
@@ -55,6 +58,8 @@ class EmulatorConfig:
     # False: pods are not run here but by a node agent over the API (e2e/nodeagent), which
     # registers a Node, binds pods (pods/binding) and writes their status.
     builtin_kubelet: bool = True
+    # How `pods/log` reaches a node agent's kubelet endpoint (kube-apiserver's --kubelet-*).
+    kubelet_client: KubeletClient | None = None
 
 
 def awaits_kubelet(pod: Obj) -> bool:
@@ -118,6 +123,9 @@ class Emulator:
             self.api, manager=self.manager, timers=self.timers, executor=self.executor
         )
         self.faults = Faults(drop_watches=self.drop_watches)
+        # Authentication, RBAC and validating admission (PodSecurity): security.py.
+        self.security = Security(self.api)
+        self.api.validate_admission = self.security.admit
         self._own_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="kube-emulator-"))
         self.kubeconfig_path = self.workdir / "kubeconfig"
@@ -137,6 +145,7 @@ class Emulator:
             ),
             CronJobController(self.api, manager=self.manager),
             ServiceAccounts(self.api),
+            ClusterRoleAggregator(self.api),
         ):
             self.manager.add(ctrl)
         self.store.add_listener(self.manager.on_event)
@@ -150,6 +159,7 @@ class Emulator:
         for name in SYSTEM_NAMESPACES:
             if self.store.get("namespaces", "", name) is None:
                 self.api.create(ns_rt, "", {"metadata": {"name": name}})
+        bootstrap(self.api)  # RBAC's bootstrap roles and bindings
         self._serve()
         return self
 

@@ -17,6 +17,7 @@ from typing import Any
 from .api import Api
 from .clock import parse_time, rfc3339
 from .codec import clone
+from .errors import ApiError
 from .jobpods import (
     INDEX_KEY,
     completion_index,
@@ -38,6 +39,8 @@ from .store import Event
 
 Obj = dict[str, Any]
 TRACKING = "batch.kubernetes.io/job-tracking"
+# Seconds (emulator clock) before a pod creation refused by admission is tried again.
+FAILED_CREATE_RETRY = 10.0
 
 
 class JobController:
@@ -282,17 +285,20 @@ class JobController:
             done = parse_indexes(status.get("completedIndexes", ""))
             todo = [i for i in range(spec["completions"]) if i not in done and i not in busy]
             for idx in todo[: max(room, 0)]:
-                self._create_pod(job, idx)
+                if not self._create_pod(job, idx):
+                    return  # refused: the rest of the batch waits (slowStartBatch)
             return
         if spec.get("completions") is None:
             want = room if status.get("succeeded", 0) == 0 else 0
         else:
             want = min(room, spec["completions"] - status.get("succeeded", 0) - len(active))
         for _ in range(max(want, 0)):
-            self._create_pod(job, None)
+            if not self._create_pod(job, None):
+                return
 
     # -- writes ------------------------------------------------------------------------
-    def _create_pod(self, job: Obj, index: int | None) -> None:
+    def _create_pod(self, job: Obj, index: int | None) -> bool:
+        """Create one pod; False when admission refused it (FailedCreate, retried later)."""
         meta = job["metadata"]
         template = clone(job["spec"]["template"])
         pmeta = template.get("metadata") or {}
@@ -324,8 +330,18 @@ class JobController:
             del pod_meta["annotations"]
         assert self.pods is not None
         body = {"metadata": pod_meta, "spec": spec}  # built from a clone: ours to hand over
-        pod = self.api.create(self.pods, meta["namespace"], body, owned=True)
+        try:
+            pod = self.api.create(self.pods, meta["namespace"], body, owned=True)
+        except ApiError as exc:
+            if exc.code != 403:  # admission (PodSecurity, a terminating namespace): no retry storm
+                raise
+            self._event(job, "FailedCreate", f"Error creating: {exc.message}", warning=True)
+            self.manager.enqueue_after(
+                FAILED_CREATE_RETRY, self.name, f"{meta['namespace']}/{meta['name']}"
+            )
+            return False
         self._event(job, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}")
+        return True
 
     def _delete_pod(self, pod: Obj) -> None:
         assert self.pods is not None

@@ -46,6 +46,9 @@ def validate_name(rt: ResourceType, name: str) -> list[FieldError]:
         if len(name) > 63 or not _DNS1123_LABEL_RE.fullmatch(name):
             return [invalid(path, name, LABEL_MSG)]
         return []
+    if rt.group == "rbac.authorization.k8s.io":  # path segment names: system:discovery
+        bad = name in (".", "..") or "/" in name or "%" in name
+        return [invalid(path, name, "may not contain '/' or '%'")] if bad else []
     if len(name) > 253 or not _DNS1123_SUB_RE.fullmatch(name):
         return [invalid(path, name, SUB_MSG)]
     limit = {"jobs": 63, "cronjobs": 52}.get(rt.plural)

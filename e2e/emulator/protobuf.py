@@ -1,7 +1,8 @@
 """Decode the few Kubernetes protobuf bodies kubectl's typed generators send.
 
 kubectl 1.32 sends `application/vnd.kubernetes.protobuf` for typed commands
-such as `kubectl create namespace|configmap|secret`. Those kinds are small, so
+such as `kubectl create namespace|configmap|secret|serviceaccount|role|rolebinding|token`
+and `kubectl auth can-i|whoami`. Those kinds are small, so
 their messages are described here field by field (from k8s.io/api generated.proto)
 and decoded into the JSON shape; any other protobuf body is refused with 415.
 """
@@ -38,8 +39,59 @@ MESSAGES: dict[str, dict[int, tuple[str, str]]] = {
     },
     "Namespace": {1: ("metadata", "ObjectMeta"), 2: ("spec", "NamespaceSpec")},
     "NamespaceSpec": {1: ("finalizers", "[]string")},
+    # ServiceAccounts and RBAC (kubectl create serviceaccount|role|rolebinding|...).
+    "ServiceAccount": {
+        1: ("metadata", "ObjectMeta"), 3: ("imagePullSecrets", "[]LocalObjectReference"),
+        4: ("automountServiceAccountToken", "bool"),
+    },
+    "LocalObjectReference": {1: ("name", "string")},
+    "Role": {1: ("metadata", "ObjectMeta"), 2: ("rules", "[]PolicyRule")},
+    "ClusterRole": {
+        1: ("metadata", "ObjectMeta"), 2: ("rules", "[]PolicyRule"),
+        3: ("aggregationRule", "AggregationRule"),
+    },
+    "PolicyRule": {
+        1: ("verbs", "[]string"), 2: ("apiGroups", "[]string"), 3: ("resources", "[]string"),
+        4: ("resourceNames", "[]string"), 5: ("nonResourceURLs", "[]string"),
+    },
+    "AggregationRule": {1: ("clusterRoleSelectors", "[]LabelSelector")},
+    "LabelSelector": {1: ("matchLabels", "map"), 2: ("matchExpressions", "[]Requirement")},
+    "Requirement": {1: ("key", "string"), 2: ("operator", "string"), 3: ("values", "[]string")},
+    "RoleBinding": {1: ("metadata", "ObjectMeta"), 2: ("subjects", "[]Subject"),
+                    3: ("roleRef", "RoleRef")},
+    "ClusterRoleBinding": {1: ("metadata", "ObjectMeta"), 2: ("subjects", "[]Subject"),
+                           3: ("roleRef", "RoleRef")},
+    "Subject": {1: ("kind", "string"), 2: ("apiGroup", "string"), 3: ("name", "string"),
+                4: ("namespace", "string")},
+    "RoleRef": {1: ("apiGroup", "string"), 2: ("kind", "string"), 3: ("name", "string")},
+    # kubectl create token, kubectl auth can-i, kubectl auth whoami.
+    "TokenRequest": {1: ("metadata", "ObjectMeta"), 2: ("spec", "TokenRequestSpec")},
+    "TokenRequestSpec": {
+        1: ("audiences", "[]string"), 3: ("boundObjectRef", "BoundObjectReference"),
+        4: ("expirationSeconds", "int"),
+    },
+    "BoundObjectReference": {1: ("kind", "string"), 2: ("apiVersion", "string"),
+                             3: ("name", "string"), 4: ("uid", "string")},
+    "SelfSubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "AccessReviewSpec")},
+    "SubjectAccessReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "AccessReviewSpec")},
+    "AccessReviewSpec": {
+        1: ("resourceAttributes", "ResourceAttributes"),
+        2: ("nonResourceAttributes", "NonResourceAttributes"), 3: ("user", "string"),
+        4: ("groups", "[]string"), 6: ("uid", "string"),
+    },
+    "ResourceAttributes": {
+        1: ("namespace", "string"), 2: ("verb", "string"), 3: ("group", "string"),
+        4: ("version", "string"), 5: ("resource", "string"), 6: ("subresource", "string"),
+        7: ("name", "string"),
+    },
+    "NonResourceAttributes": {1: ("path", "string"), 2: ("verb", "string")},
+    "SelfSubjectReview": {1: ("metadata", "ObjectMeta")},
+    "SelfSubjectRulesReview": {1: ("metadata", "ObjectMeta"), 2: ("spec", "RulesReviewSpec")},
+    "RulesReviewSpec": {1: ("namespace", "string")},
 }  # fmt: skip
-KINDS = {"ConfigMap", "Secret", "Namespace"}
+KINDS = {"ConfigMap", "Secret", "Namespace", "ServiceAccount", "Role", "ClusterRole",
+         "RoleBinding", "ClusterRoleBinding", "TokenRequest", "SelfSubjectAccessReview",
+         "SubjectAccessReview", "SelfSubjectReview", "SelfSubjectRulesReview"}  # fmt: skip
 
 
 class Unsupported(ValueError):
@@ -86,7 +138,7 @@ def _message(data: bytes, name: str) -> dict[str, Any]:
         field, typ = spec[num]
         repeated = typ.startswith("[]")
         value = _value(raw, typ.removeprefix("[]"))
-        if value in ("", b"") or (value == 0 and typ == "int"):
+        if not repeated and (value in ("", b"") or (value == 0 and typ == "int")):
             continue  # proto2 zero values are Go zero values: omitted in JSON
         if typ in ("map", "bytesmap"):
             out.setdefault(field, {}).update(value)

@@ -35,6 +35,8 @@ class ResourceType:
     field_labels: tuple[str, ...] = ()
     subresources: tuple[str, ...] = ()
     crd_version: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+    # Discovery verbs when not the usual set (create-only reviews).
+    verbs: tuple[str, ...] = ()
     storage_key: str = ""
 
     @property
@@ -75,6 +77,7 @@ _POD_FIELDS = (
     "status.nominatedNodeName",
 )
 
+_RBAC = "rbac.authorization.k8s.io"
 BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(
         "",
@@ -112,7 +115,9 @@ BUILTINS: tuple[ResourceType, ...] = (
         subresources=("status",),
     ),
     ResourceType("", "v1", "events", "Event", short_names=("ev",), field_labels=_EVENT_FIELDS),
-    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", short_names=("sa",)),
+    ResourceType(
+        "", "v1", "serviceaccounts", "ServiceAccount", short_names=("sa",), subresources=("token",)
+    ),
     ResourceType(
         "batch",
         "v1",
@@ -205,6 +210,43 @@ BUILTINS: tuple[ResourceType, ...] = (
         short_names=("ev",),
         field_labels=_EVENT_FIELDS,
         storage_key="events",  # one storage with core/v1 Events, as on a real server
+    ),
+    # RBAC (rbac.py decides with them) and the access reviews `kubectl auth can-i` sends.
+    ResourceType(_RBAC, "v1", "roles", "Role"),
+    ResourceType(_RBAC, "v1", "rolebindings", "RoleBinding"),
+    ResourceType(_RBAC, "v1", "clusterroles", "ClusterRole", namespaced=False),
+    ResourceType(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        namespaced=False,
+        verbs=("create",),
     ),
     ResourceType(
         "apiextensions.k8s.io",

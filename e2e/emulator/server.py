@@ -16,7 +16,8 @@ from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import codec, discovery, protobuf
+from . import codec, discovery, kubeletproxy, protobuf
+from .authn import ADMIN, Identity
 from .binding import bind
 from .errors import ApiError, bad_request
 from .kubelet import log_options
@@ -80,6 +81,7 @@ class Handler(FastHeadersHandler):
     timeout = 300
 
     dropped = False
+    identity: Identity = ADMIN
 
     def setup(self) -> None:
         super().setup()
@@ -119,6 +121,10 @@ class Handler(FastHeadersHandler):
         self.warnings: list[str] = []
         try:
             body = self._read_body()
+            security = self.server.emulator.security
+            self.identity = security.identify(self.headers)
+            if not _is_resource_path(url.path):
+                security.check_path(self.identity, method, url.path)
             if not self._static(method, url.path):
                 self._resource(method, url.path, body)
         except ApiError as err:
@@ -247,6 +253,7 @@ class Handler(FastHeadersHandler):
         emu = self.server.emulator
         route = self._route(path)
         verb = self._verb(method, route)
+        emu.security.check(self.identity, verb, route, self.query)
         fault = emu.faults.take(
             verb=verb, resource=route.resource, namespace=route.namespace, name=route.name
         )
@@ -261,7 +268,11 @@ class Handler(FastHeadersHandler):
         )
         api, rt, ns, name = emu.api, route.rt, route.namespace, route.name
         if verb == "get" and route.subresource == "log":
-            api.get(rt, ns, name)
+            pod = api.get(rt, ns, name)
+            node = kubeletproxy.node_of(emu.store, pod)  # run by a node agent: ask its kubelet
+            if node is not None:
+                kubeletproxy.serve_log(self, pod, node, emu.config.kubelet_client)
+                return
             text = emu.kubelet.logs(ns, name, **log_options(self.query))
             self._send(200, text.encode(), "text/plain")
         elif verb == "get":
@@ -270,6 +281,8 @@ class Handler(FastHeadersHandler):
             self._list(route)
         elif verb == "watch":
             self._watch(route)
+        elif emu.security.serves(route, verb):
+            self._send_json(201, emu.security.serve(self.identity, route, body))
         elif verb == "create" and route.subresource == "binding":
             self._send_json(201, bind(api, ns, name, body))
         elif verb == "create":
@@ -431,6 +444,15 @@ class Handler(FastHeadersHandler):
     def _warning_headers(self) -> None:
         for msg in getattr(self, "warnings", []):
             self.send_header("Warning", _warning(msg))
+
+
+def _is_resource_path(path: str) -> bool:
+    """RequestInfo's split: /api/v1/<resource>... and /apis/<g>/<v>/<resource>... are resource
+    requests; everything else (discovery, /healthz, /openapi) is a non-resource URL."""
+    parts = [p for p in path.split("/") if p]
+    return (parts[:2] == ["api", "v1"] and len(parts) > 2) or (
+        parts[:1] == ["apis"] and len(parts) > 3
+    )
 
 
 def _warning(msg: str) -> str:

@@ -22,6 +22,7 @@ from local.podspec import parse_image_map
 from .agent import NodeAgent
 from .config import DEFAULT_NODE_NAME, DEFAULT_SCHEDULER, AgentConfig, default_images
 from .kube import Kube
+from .logs import KubeletTLS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,13 +52,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pvc-root", type=Path, help="PersistentVolumeClaim dirs (default: "
                         "<workdir>/pvc/<namespace>/<claim>)")  # fmt: skip
     parser.add_argument("--restart-backoff", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument("--tls-cert-file", type=Path, help="the log server's certificate "
+                        "(default: a self-signed one)")  # fmt: skip
+    parser.add_argument("--tls-private-key-file", type=Path)
+    parser.add_argument(
+        "--client-ca-file",
+        type=Path,
+        help="CA of the clients (kube-apiserver); default: anonymous clients",
+    )
+    parser.add_argument("--port", type=int, default=0, help="the log server's port (0: any)")
     parser.add_argument("--ready-file", type=Path, help="touched once the agent is ready")
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
 
+def kubelet_tls(args: argparse.Namespace) -> KubeletTLS | None:
+    """The log server's certificates (None: a self-signed one, anonymous clients)."""
+    cert, key, client_ca = args.tls_cert_file, args.tls_private_key_file, args.client_ca_file
+    if (cert is None) != (key is None) or (client_ca is not None and cert is None):
+        sys.exit(
+            "error: --tls-cert-file and --tls-private-key-file go together, "
+            "and --client-ca-file needs them"
+        )
+    missing = [str(f) for f in (cert, key, client_ca) if f is not None and not f.is_file()]
+    if missing:
+        sys.exit(f"error: no such file: {', '.join(missing)}")
+    return None if cert is None else KubeletTLS(cert, key, client_ca)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    tls = kubelet_tls(args)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s")
     own_workdir = args.workdir is None
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="longrun-nodeagent-"))
@@ -69,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         images=default_images(parse_image_map(args.image_map)),
         pvc_root=args.pvc_root,
         restart_backoff=args.restart_backoff,
+        kubelet_tls=tls,
+        kubelet_port=args.port,
     )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -78,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
         agent.start()
         if args.ready_file:
             args.ready_file.write_text(config.node_name + "\n")
-        print(f"node agent ready: node {config.node_name}, workdir {workdir}", file=sys.stderr)
+        served = f", logs on port {agent.logs.port}" if agent.logs is not None else ""
+        print(
+            f"node agent ready: node {config.node_name}, workdir {workdir}{served}", file=sys.stderr
+        )
         done.wait()
     finally:
         agent.stop()

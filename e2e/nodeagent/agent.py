@@ -29,6 +29,8 @@ from typing import Any
 from .config import AgentConfig
 from .informer import PodInformers, WorkQueue
 from .kube import ApiError, Kube
+from .logfiles import PodLogs, log_folder
+from .logs import LogServer, self_signed
 from .node import HOST_IP, Heartbeat
 from .status import PodReport, is_terminal, lost_report, pod_status, rfc3339
 from .worker import PodWorker
@@ -135,10 +137,18 @@ class NodeAgent:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="node-agent", daemon=True)
         self.seen: set[str] = set()  # every pod key an event was received for (for tests)
+        self.logs: LogServer | None = None  # the kubelet's HTTPS log endpoint, once started
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, *, timeout: float = 30.0) -> NodeAgent:
-        """Register the Node, list the pods, start reconciling; ready when this returns."""
+        """Serve logs, register the Node, list the pods, start reconciling; ready when this
+        returns."""
+        config = self.config
+        tls = config.kubelet_tls or self_signed(
+            config.workdir / "kubelet-pki", config.node_name, hostname=config.hostname
+        )
+        self.logs = LogServer(self.pod_logs, tls, host=HOST_IP, port=config.kubelet_port)
+        self.heartbeat.kubelet_port = self.logs.start().port
         self.heartbeat.register()
         self.heartbeat.start()
         self.informers.start()
@@ -153,6 +163,8 @@ class NodeAgent:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        if self.logs is not None:
+            self.logs.stop()
         self.queue.close()
         self.informers.stop()
         if self._thread.is_alive():
@@ -175,6 +187,17 @@ class NodeAgent:
         """The workers of pods that still exist (finished ones too)."""
         with self._lock:
             return list(self._workers.values())
+
+    def pod_logs(self, namespace: str, name: str) -> PodLogs | None:
+        """What the log server needs of a pod bound to this node: the pod as last seen, its
+        log folder, and whether its worker is done (None: not a pod of this node)."""
+        pod = self.informers.get(f"{namespace}/{name}")
+        if pod is None or pod["spec"].get("nodeName") != self.config.node_name:
+            return None
+        with self._lock:
+            worker = self._workers.get(pod["metadata"]["uid"])
+        done = worker.done.is_set if worker is not None else (lambda: True)
+        return PodLogs(pod, log_folder(self.config.workdir, pod), done)
 
     def unplaced(self) -> list[str]:
         """Keys of the pods waiting for a free pod slot on this node."""

@@ -18,6 +18,8 @@ from pathlib import Path
 from controller.core.settings import DEFAULT_IMAGE
 from local.podspec import ImageMap
 
+from .logs import KubeletTLS
+
 DEFAULT_NODE_NAME = "longrun-node"
 DEFAULT_SCHEDULER = "default-scheduler"
 # Krateo's runner images run our runner: it reads the same contract keys and storage shapes
@@ -69,6 +71,10 @@ class AgentConfig:
     shutdown_grace: float = 5.0
     now: Callable[[], datetime] = utc_now
     hostname: str = field(default_factory=socket.gethostname)
+    # The kubelet's HTTPS server (container logs for `pods/log`); None: a self-signed
+    # certificate, anonymous clients. Port 0 picks a free one (the Node's `daemonEndpoints`).
+    kubelet_tls: KubeletTLS | None = None
+    kubelet_port: int = 0
 
     @property
     def claims_root(self) -> Path:

@@ -47,8 +47,9 @@ def _node_condition(type_: str, *, ok: bool, reason: str, message: str) -> Obj:
     return {"type": type_, "status": status, "reason": reason, "message": message}
 
 
-def node_manifest(config: AgentConfig, *, now: str) -> Obj:
-    """The Node a kubelet registers, Ready at once (pods are bound to it, never scheduled)."""
+def node_manifest(config: AgentConfig, *, now: str, kubelet_port: int = 0) -> Obj:
+    """The Node a kubelet registers, Ready at once (pods are bound to it, never scheduled);
+    `kubelet_port` is where its log server listens (0: none)."""
     arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
     capacity = dict(config.capacity)
     return {
@@ -72,9 +73,15 @@ def node_manifest(config: AgentConfig, *, now: str) -> Obj:
                 {"type": "InternalIP", "address": HOST_IP},
                 {"type": "Hostname", "address": config.hostname},
             ],
+            "daemonEndpoints": daemon_endpoints(kubelet_port),
             "nodeInfo": _node_info(arch),
         },
     }
+
+
+def daemon_endpoints(kubelet_port: int) -> Obj:
+    """Where kube-apiserver finds the kubelet (`Port` is capitalised in the API)."""
+    return {"kubeletEndpoint": {"Port": kubelet_port}}
 
 
 def _node_info(arch: str) -> Obj:
@@ -131,13 +138,15 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
         self._lease: Obj | None = None
         self._since = ""
+        self.kubelet_port = 0  # set by the agent once its log server listens
 
     def register(self) -> Obj:
         """Create the Node (or mark an existing one Ready again) and its Lease."""
         now = self._now()
         node = self.kube.get_node(self.config.node_name)
         if node is None:
-            node = self.kube.create_node(node_manifest(self.config, now=now))
+            manifest = node_manifest(self.config, now=now, kubelet_port=self.kubelet_port)
+            node = self.kube.create_node(manifest)
         self._since = ready_since(node, now=now)
         node = self._post_status(now)  # a create may drop status (the emulator does)
         self._renew_lease(node)
@@ -176,6 +185,7 @@ class Heartbeat:
             "allocatable": dict(config.capacity),
             "conditions": node_conditions(now=now, since=self._since),
             "addresses": node_manifest(config, now=now)["status"]["addresses"],
+            "daemonEndpoints": daemon_endpoints(self.kubelet_port),
         }
         return self.kube.patch_node_status(config.node_name, {"status": status})
 

@@ -67,18 +67,28 @@ class ContainerReport:
     last_state: Obj = field(default_factory=dict)
     restart_count: int = 0
     container_id: str = ""
+    ready: bool | None = None  # None: ready while running (no probes)
+    started: bool | None = None  # None: started while running
 
     @property
     def is_running(self) -> bool:
         return "running" in self.state
+
+    @property
+    def is_ready(self) -> bool:
+        return self.is_running if self.ready is None else self.ready
+
+    @property
+    def is_started(self) -> bool:
+        return self.is_running if self.started is None else self.started
 
     def as_status(self) -> Obj:
         out: Obj = {
             "name": self.name,
             "image": self.image,
             "imageID": "",
-            "ready": self.is_running,
-            "started": self.is_running,
+            "ready": self.is_ready,
+            "started": self.is_started,
             "restartCount": self.restart_count,
             "state": self.state,
             "lastState": self.last_state,
@@ -90,13 +100,24 @@ class ContainerReport:
 
 @dataclass(frozen=True)
 class PodReport:
-    """What the agent knows of a pod: its phase and its containers."""
+    """What the agent knows of a pod: its phase, its containers and its address."""
 
     phase: str
     containers: tuple[ContainerReport, ...]
     start_time: str
     reason: str = ""
     message: str = ""
+    init_containers: tuple[ContainerReport, ...] = ()
+    pod_ip: str = ""  # empty: the host's address
+
+    @property
+    def uninitialized(self) -> list[str]:
+        """Init containers that have not completed."""
+        return [
+            c.name
+            for c in self.init_containers
+            if int((c.state.get("terminated") or {}).get("exitCode", -1)) != 0
+        ]
 
     @property
     def is_terminal(self) -> bool:
@@ -105,18 +126,21 @@ class PodReport:
 
 def pod_status(report: PodReport, *, current: Obj, now: str, host_ip: str) -> Obj:
     """The whole status to PUT: the kubelet's fields from `report`, the rest of `current`."""
-    status = {k: v for k, v in current.items() if k not in (*OWNED, "containerStatuses")}
-    ips = [{"ip": host_ip}]
+    mine = (*OWNED, "containerStatuses", "initContainerStatuses")
+    status = {k: v for k, v in current.items() if k not in mine}
+    pod_ip = report.pod_ip or host_ip  # network.py: each pod has a loopback address of its own
     status.update(
         phase=report.phase,
         startTime=report.start_time,
         hostIP=host_ip,
-        hostIPs=ips,
-        podIP=host_ip,  # the process listens on this machine's loopback
-        podIPs=ips,
+        hostIPs=[{"ip": host_ip}],
+        podIP=pod_ip,
+        podIPs=[{"ip": pod_ip}],
         containerStatuses=[c.as_status() for c in report.containers],
         conditions=conditions(report, current.get("conditions") or [], now=now),
     )
+    if report.init_containers:
+        status["initContainerStatuses"] = [c.as_status() for c in report.init_containers]
     if report.reason:
         status["reason"] = report.reason
     if report.message:
@@ -127,12 +151,14 @@ def pod_status(report: PodReport, *, current: Obj, now: str, host_ip: str) -> Ob
 def conditions(report: PodReport, current: list[Obj], *, now: str) -> list[Obj]:
     """The kubelet's five conditions, plus every other condition of `current` as it is."""
     terminal = report.is_terminal
-    ready = not terminal and all(c.is_running for c in report.containers)
-    unready = [c.name for c in report.containers if not c.is_running]
+    ready = not terminal and all(c.is_running and c.is_ready for c in report.containers)
+    unready = [c.name for c in report.containers if not (c.is_running and c.is_ready)]
     why = ("PodCompleted", "") if terminal else ("ContainersNotReady", _unready(unready))
+    pending = report.uninitialized
+    init_why = ("ContainersNotInitialized", _incomplete(pending)) if pending else ("", "")
     wanted = {
         "PodReadyToStartContainers": (not terminal, ("", "")),
-        "Initialized": (True, ("", "")),
+        "Initialized": (not pending, init_why),
         "ContainersReady": (ready, why),
         "Ready": (ready, why),
         "PodScheduled": (True, ("", "")),
@@ -148,6 +174,10 @@ def conditions(report: PodReport, current: list[Obj], *, now: str) -> list[Obj]:
 
 def _unready(names: list[str]) -> str:
     return f"containers with unready status: [{' '.join(names)}]"
+
+
+def _incomplete(names: list[str]) -> str:
+    return f"containers with incomplete status: [{' '.join(names)}]"
 
 
 def condition(

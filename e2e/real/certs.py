@@ -67,6 +67,20 @@ class CertificateAuthority:
         ]
         return self._issue(stem, common_name=names[0], organizations=(), extensions=extensions)
 
+    def issue_kubelet(self, node_name: str, *, hostname: str) -> KeyPair:
+        """A kubelet's serving certificate: the node's address 127.0.0.1, its name and host."""
+        names = tuple(dict.fromkeys((node_name, hostname, "localhost")))
+        return self.issue_server(f"kubelet-{node_name}", ips=("127.0.0.1",), names=names)
+
+    def issue_kubelet_client(self) -> KeyPair:
+        """Who kube-apiserver is to kubelets (`--kubelet-client-certificate`), as kubeadm
+        issues it: `apiserver-kubelet-client.crt`, user kube-apiserver-kubelet-client."""
+        return self.issue_client(
+            "apiserver-kubelet-client",
+            common_name="kube-apiserver-kubelet-client",
+            organizations=("system:masters",),
+        )
+
     def issue_client(
         self, stem: str, *, common_name: str, organizations: tuple[str, ...] = ()
     ) -> KeyPair:
@@ -102,6 +116,27 @@ class CertificateAuthority:
         pair.cert.write_bytes(_pem_cert(_sign(builder, self._key)))
         _write_private(pair.key, key)
         return pair
+
+
+@dataclass(frozen=True)
+class KubeletPKI:
+    """What pods/log needs between an API server and one node agent: the CA both trust, the
+    agent's serving certificate, and the API server's kubelet client certificate."""
+
+    ca: Path
+    serving: KeyPair
+    client: KeyPair
+
+
+def kubelet_pki(directory: Path, *, hostname: str, node_name: str = "node") -> KubeletPKI:
+    """A fresh CA and both certificates, for an API server without a PKI of its own (the
+    emulator: `EmulatorConfig.kubelet_client`); a ControlPlane issues them from its own CA.
+    The API server reaches the agent at its InternalIP (127.0.0.1), which is what it
+    checks; the node's name in the certificate is only informative."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = CertificateAuthority(directory, name="longrun-kubelet-ca")
+    serving = ca.issue_kubelet(node_name, hostname=hostname)
+    return KubeletPKI(ca.cert_path, serving, ca.issue_kubelet_client())
 
 
 def write_service_account_keys(directory: Path) -> KeyPair:

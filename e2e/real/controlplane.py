@@ -40,6 +40,8 @@ from .processes import ManagedProcess, StartupError
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
+    from .certs import KeyPair
+
 TEMP_PREFIX = "longrun-envtest-"
 OWNER_FILE = "owner.json"
 # kcm of OpenShift's fork would publish an `openshift-service-ca.crt` ConfigMap in every
@@ -153,6 +155,12 @@ class ControlPlane:
         path.chmod(0o600)
         return path
 
+    def issue_kubelet_certificate(self, node_name: str, *, hostname: str) -> KeyPair:
+        """A serving certificate for a node agent's log server that this API server trusts
+        (`--kubelet-certificate-authority` is the cluster CA); its clients' CA is the same."""
+        assert self._ca is not None, "start() first"
+        return self._ca.issue_kubelet(node_name, hostname=hostname)
+
     def api_client(self) -> ApiClient:
         """An official-client ApiClient as cluster admin; the caller closes it."""
         from kubernetes import client
@@ -235,6 +243,7 @@ class ControlPlane:
         self._record_owner()
         self._ca = CertificateAuthority(self.pki_dir)
         self._ca.issue_server("apiserver", ips=("127.0.0.1", SERVICE_IP), names=SERVER_NAMES)
+        self._ca.issue_kubelet_client()
         write_service_account_keys(self.pki_dir)
         self.write_kubeconfig(self.kubeconfig_path, user="admin", groups=("system:masters",))
 
@@ -268,6 +277,11 @@ class ControlPlane:
             "DefaultStorageClass,ResourceQuota,PodSecurity",
             "--allow-privileged=true",
             f"--etcd-compaction-interval={self.options.etcd_compaction_interval}",
+            # pods/log goes to the node's kubelet (a node agent's log server) over HTTPS.
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP",
             f"--cert-dir={self.workdir / 'apiserver-certs'}",
             *self.options.apiserver_flags,
         ]  # fmt: skip

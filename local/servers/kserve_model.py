@@ -25,6 +25,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--model_name", required=True)
     parser.add_argument("--model_dir", required=True)
     parser.add_argument("--http_port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")  # local-only: the node agent's pod address
     return parser.parse_known_args()[0]
 
 
@@ -80,7 +81,7 @@ def main() -> None:
 
     class Loopback(uvicorn.Config):  # type: ignore[misc]
         def __init__(self, *rest: Any, **options: Any) -> None:
-            options["host"] = "127.0.0.1"
+            options["host"] = args.host
             super().__init__(*rest, **options)
 
     uvicorn.Config = Loopback

@@ -1,8 +1,10 @@
 """Fixtures for the end-to-end suite: the whole system, real stores, the examples.
 
-Real: everything. The API emulator (e2e/emulator) whose Job and CronJob controllers
-run pods through the local pod executor, `longrun controller` as a process, the
-real runner as the pods' process, `kubectl` for every user action, real model
+Real: everything. A Kubernetes — the API emulator (e2e/emulator), or with
+LONGRUN_KUBE_BACKEND=real a private kube-apiserver, etcd and kube-controller-manager
+(e2e/real) — whose Job and CronJob controllers create pods that the node agent
+(e2e/nodeagent) runs, `longrun controller` as a process, the real runner as the pods'
+process, `kubectl` for every user action, real model
 servers (e2e/peers), moto's S3 server, PostgreSQL on the machine, local files.
 The examples of testdata/examples are applied as shipped except for what only a
 cluster has: service DNS names become 127.0.0.1 URLs, table names and namespaces
@@ -31,11 +33,15 @@ Obj = dict[str, Any]
 
 @pytest.fixture
 def start_system(tmp_path: Path) -> Iterator[Callable[..., System]]:
-    """`start_system(clock_start=None)`: a running System, stopped after the test."""
+    """`start_system(clock_start=None)`: a running System on the backend LONGRUN_KUBE_BACKEND
+    names (the emulator when a clock start is given), stopped after the test."""
     started: list[System] = []
 
     def start(*, clock_start: datetime | None = None) -> System:
-        system = System(tmp_path / f"system-{len(started)}", clock_start=clock_start)
+        backend = "emulator" if clock_start is not None else None
+        system = System(
+            tmp_path / f"system-{len(started)}", clock_start=clock_start, backend=backend
+        )
         started.append(system)
         return system.start()
 
@@ -46,7 +52,7 @@ def start_system(tmp_path: Path) -> Iterator[Callable[..., System]]:
 
 @pytest.fixture
 def system(start_system: Callable[..., System]) -> System:
-    """The whole system with the emulator clock at wall time."""
+    """The whole system (on the emulator, its clock at wall time)."""
     return start_system()
 
 

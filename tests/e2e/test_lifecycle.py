@@ -1,8 +1,10 @@
 """Whole-system lifecycles: schedule ticks, a runner killed mid-run, a run deleted mid-run.
 
-Real: the API emulator (its CronJob controller on an injectable clock, its Job controller
-replacing failed pods, its garbage collector), `longrun controller` as a process, the real
-runner as the pods' processes, kubectl, KServe's model server, PostgreSQL, local files.
+Real: the backend's Job controller replacing failed pods and its garbage collector (the
+emulator's, or kube-controller-manager's with LONGRUN_KUBE_BACKEND=real), the node agent
+running the real runner as the pods' processes, `longrun controller` as a process, kubectl,
+KServe's model server, PostgreSQL, local files. The schedule test runs on the emulator
+only: its CronJob controller ticks on an injectable clock.
 Injected: the clock ticks, and a SIGKILL of the runner process (as an OOM kill would do).
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import pytest
 from croniter import croniter
 
 from e2e.fixtures import eventually
@@ -124,6 +127,7 @@ def next_tick(schedule: str, zone: str, after: datetime) -> datetime:
     return croniter(schedule, local).get_next(datetime).astimezone(UTC)  # type: ignore[no-any-return]
 
 
+@pytest.mark.emulator_only  # the emulator's clock moves through three nightly ticks
 def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup(
     start_system: Callable[..., System],
     kserve_server: PeerServer,
@@ -149,10 +153,8 @@ def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup
     apply(system, ns, objects)
     wait_phase(system, ns, "nightly-iris", "Scheduled")
     for executions in (1, 2, 3):
-        tick = next_tick(
-            run["spec"]["schedule"], run["spec"]["timeZone"], system.emulator.clock.now()
-        )
-        system.emulator.clock.advance_to(tick + timedelta(seconds=20))
+        tick = next_tick(run["spec"]["schedule"], run["spec"]["timeZone"], system.clock.now())
+        system.clock.advance_to(tick + timedelta(seconds=20))
         try:
             history = eventually(
                 lambda n=executions: _succeeded_history(system, ns, n), timeout=120, interval=0.5

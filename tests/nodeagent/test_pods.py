@@ -31,7 +31,8 @@ def test_running_pod_reports_its_container_and_conditions(cluster: Cluster) -> N
     assert (status["ready"], status["started"], status["restartCount"]) == (True, True, 0)
     for type_ in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
         assert pod_condition(pod, type_) == "True", type_
-    assert pod["status"]["startTime"] and pod["status"]["podIP"] == "127.0.0.1"
+    assert pod["status"]["startTime"] and pod["status"]["hostIP"] == "127.0.0.1"
+    assert pod["status"]["podIP"].startswith("127.") and pod["status"]["podIP"] != "127.0.0.1"
 
     done = cluster.wait_phase("slow", "Succeeded")
     assert pod_condition(done, "Ready") == "False" and pod_condition(done, "PodScheduled") == "True"
@@ -140,7 +141,7 @@ def test_pods_of_other_namespaces_are_left_alone(cluster: Cluster) -> None:
 READER = """
 import json, os, pathlib
 env = os.environ
-root = pathlib.Path(env['TERMINATION_MESSAGE_PATH']).parents[1]
+root = pathlib.Path(env['CONF_DIR']).parents[1]  # the pod's directory: /etc/conf in it
 pathlib.Path(root, 'data', 'out.txt').write_text('kept')
 seen = {
     'literal': env['LITERAL'], 'mode': env['MODE'], 'token': env['TOKEN'],

@@ -152,8 +152,9 @@ def _probe(r: ServingResolved, *, failures: int) -> Manifest:
     if plan.health_path is None:
         return {"tcpSocket": {"port": plan.http_port or plan.grpc_port}, **timing}
     # Through the sidecar, which lets the health path pass without a key: the probe then
-    # also checks that the sidecar answers.
-    port: int | str = "http" if r.uses_auth_proxy else (plan.http_port or 0)
+    # also checks that the sidecar answers. By number: the kubelet resolves a named probe
+    # port among the probed container's own ports, and `http` is the sidecar's.
+    port = auth.PROXY_HTTP_PORT if r.uses_auth_proxy else (plan.http_port or 0)
     return {"httpGet": {"path": plan.health_path, "port": port}, **timing}
 
 

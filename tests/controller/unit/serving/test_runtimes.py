@@ -159,7 +159,7 @@ def test_sidecar_takes_the_public_ports_and_the_probes_pass_through_it(runtime: 
     assert sidecar["ports"][0] == {"name": "http", "containerPort": 9080, "protocol": "TCP"}
     own = [p["name"] for p in server(r)["ports"]]
     assert all(name.startswith("server-") for name in own)
-    assert server(r)["readinessProbe"]["httpGet"]["port"] == "http"
+    assert server(r)["readinessProbe"]["httpGet"]["port"] == 9080  # the sidecar's, by number
     mounts = {m["name"]: m for m in sidecar["volumeMounts"]}
     keys = next(v for v in pod["volumes"] if v["name"] == "api-keys")
     assert keys["secret"]["items"] == [{"key": names.NGINX_KEYS_KEY, "path": names.NGINX_KEYS_KEY}]

@@ -1,0 +1,169 @@
+"""Authentication: ServiceAccount tokens from the TokenRequest API, static tokens, the admin.
+
+RBAC only means something once a request carries an identity. A real cluster gives a
+ServiceAccount a signed JWT (`kubectl create token SA`, i.e. POST
+serviceaccounts/<name>/token) and checks it on every request; the emulator issues a
+JWT-shaped token, remembers it, and accepts exactly the tokens it issued while their
+ServiceAccount (same uid) exists and they have not expired on the emulator clock.
+
+A request without credentials is the cluster admin (`system:masters`), as before RBAC
+existed here, so every existing test and a kubeconfig without a user keep working. A real
+server answers such a request as `system:anonymous` (a listed divergence). A token the
+emulator does not know answers 401, as on a real server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import threading
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from .clock import Clock, rfc3339
+from .errors import ApiError, invalid, invalid_object, not_found
+from .store import Store
+
+Obj = dict[str, Any]
+ISSUER = "https://kubernetes.default.svc.cluster.local"
+AUTHENTICATED = "system:authenticated"
+MIN_EXPIRATION, DEFAULT_EXPIRATION = 600, 3600
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who sends a request: user name and groups (client-go's user.Info)."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+
+    @property
+    def is_admin(self) -> bool:
+        """system:masters is allowed everything, before RBAC is asked (as on a real server)."""
+        return "system:masters" in self.groups
+
+
+ADMIN = Identity("system:admin", ("system:masters", AUTHENTICATED))
+
+
+def service_account_identity(namespace: str, name: str, uid: str = "") -> Identity:
+    """The user a ServiceAccount token authenticates as."""
+    return Identity(
+        f"system:serviceaccount:{namespace}:{name}",
+        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED),
+        uid,
+    )
+
+
+@dataclass(frozen=True)
+class _Issued:
+    identity: Identity
+    expires: datetime | None
+    # The ServiceAccount the token is bound to ((namespace, name, uid)); None: static.
+    account: tuple[str, str, str] | None = None
+
+
+def unauthorized() -> ApiError:
+    return ApiError(401, "Unauthorized", reason="Unauthorized")
+
+
+class Authenticator:
+    """Bearer tokens -> identities; no Authorization header -> the admin."""
+
+    def __init__(self, *, store: Store, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._tokens: dict[str, _Issued] = {}
+
+    def add_token(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
+        """A static token (kube-apiserver's --token-auth-file) for a user of the test's choice."""
+        identity = Identity(user, (*groups, AUTHENTICATED))
+        with self._lock:
+            self._tokens[token] = _Issued(identity, None)
+
+    def authenticate(self, authorization: str | None) -> Identity:
+        """The identity of a request's Authorization header; 401 for a token not issued here."""
+        if not authorization:
+            return ADMIN
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise unauthorized()
+        with self._lock:
+            issued = self._tokens.get(token.strip())
+        if issued is None or not self._valid(issued):
+            raise unauthorized()
+        return issued.identity
+
+    def _valid(self, issued: _Issued) -> bool:
+        if issued.expires is not None and self.clock.now() >= issued.expires:
+            return False
+        if issued.account is None:
+            return True
+        namespace, name, uid = issued.account
+        account = self.store.get("serviceaccounts", namespace, name)
+        return account is not None and account["metadata"]["uid"] == uid
+
+    def token_request(self, namespace: str, name: str, body: Any) -> Obj:
+        """POST serviceaccounts/<name>/token: a TokenRequest with status.token filled in."""
+        account = self.store.get("serviceaccounts", namespace, name)
+        if account is None:
+            raise not_found("serviceaccounts", "", name)
+        spec = dict((body or {}).get("spec") or {}) if isinstance(body, dict) else {}
+        seconds = int(spec.get("expirationSeconds") or DEFAULT_EXPIRATION)
+        if seconds < MIN_EXPIRATION:
+            detail = "may not specify a duration less than 10 minutes"
+            raise invalid_object(
+                "TokenRequest",
+                "authentication.k8s.io",
+                name,
+                [invalid("spec.expirationSeconds", seconds, detail)],
+            )
+        audiences = list(spec.get("audiences") or [ISSUER])
+        now = self.clock.now()
+        expires = now + timedelta(seconds=seconds)
+        uid = account["metadata"]["uid"]
+        token = _jwt(namespace, name, uid, audiences=audiences, now=now, expires=expires)
+        issued = _Issued(
+            service_account_identity(namespace, name, uid), expires, (namespace, name, uid)
+        )
+        with self._lock:
+            self._tokens[token] = issued
+        return {
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": namespace, "creationTimestamp": None},
+            "spec": {
+                "audiences": audiences,
+                "expirationSeconds": seconds,
+                "boundObjectRef": spec.get("boundObjectRef"),
+            },
+            "status": {"token": token, "expirationTimestamp": rfc3339(expires)},
+        }
+
+
+def _jwt(
+    namespace: str, name: str, uid: str, *, audiences: list[str], now: datetime, expires: datetime
+) -> str:
+    """A token shaped like the real one (header.claims.signature); the signature is random:
+    the emulator recognises its tokens by remembering them, not by verifying them."""
+    claims = {
+        "aud": audiences,
+        "exp": int(expires.timestamp()),
+        "iat": int(now.timestamp()),
+        "iss": ISSUER,
+        "jti": secrets.token_hex(16),
+        "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": name, "uid": uid}},
+        "nbf": int(now.timestamp()),
+        "sub": f"system:serviceaccount:{namespace}:{name}",
+    }
+    parts = [{"alg": "RS256", "kid": "emulator"}, claims]
+    encoded = [_b64(json.dumps(p, separators=(",", ":")).encode()) for p in parts]
+    return ".".join([*encoded, _b64(secrets.token_bytes(64))])
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
