@@ -71,13 +71,25 @@ _ENVS = (
             "mlserver==1.7.1",
             "mlserver-sklearn==1.7.1",
             "scikit-learn==1.9.1",
+            # xgboost models for `longrun serve` (testdata/examples/serving/mlserver.yaml)
+            "mlserver-xgboost==1.7.1",
+            "xgboost==2.1.4",
         ),
-        description="Seldon MLServer with mlserver-sklearn serving a joblib iris model",
+        description="Seldon MLServer with mlserver-sklearn serving a joblib iris model; "
+        "mlserver-xgboost for xgboost models",
     ),
     EnvSpec(
         name="triton",
-        requirements=("nvidia-pytriton==0.7.0", "numpy==1.26.4"),
-        description="Triton Inference Server 2.51 through PyTriton, numpy iris classifier",
+        # onnxruntime runs an ONNX model inside PyTriton for `longrun serve` (its Triton has
+        # the Python backend only); onnx writes the small test models.
+        requirements=(
+            "nvidia-pytriton==0.7.0",
+            "numpy==1.26.4",
+            "onnxruntime==1.22.1",
+            "onnx==1.17.0",
+        ),
+        description="Triton Inference Server 2.51 through PyTriton, numpy iris classifier; "
+        "onnxruntime and onnx for ONNX models",
     ),
     EnvSpec(
         name="llama",
