@@ -1,6 +1,7 @@
 """ModelDeployments end to end on a real control plane: a deployment of llama.cpp and one of
 KServe become Running with their real runtime processes, a run through each succeeds, and
-the deployment refuses a request without its API key.
+the deployment refuses a request without its API key; an on-demand deployment (idleReplicas
+0) is scaled up for a run and back down after it, and deleting it cascades to its children.
 
 Real: etcd, kube-apiserver and kube-controller-manager (e2e/real: its Deployment and
 ReplicaSet controllers make the pods, its EndpointSlice controller follows their
@@ -269,3 +270,50 @@ def assert_pod_ran(system: System, ns: str, deployment: str, *, containers: set[
 def write_input(folder: Path, rows: list[Obj]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_an_on_demand_deployment_serves_a_run_then_idles_and_its_deletion_cascades(
+    system: System, models: tuple[str, Path], tmp_path: Path
+) -> None:
+    base, folder = models
+    write_iris_model(folder / "iris.joblib")
+    ns = system.namespace("serving-on-demand")
+    source, sha = f"{base}/iris.joblib", digest(folder / "iris.joblib")
+    yaml = deployment("iris", source, sha, "sklearn", "kserve: {protocol: v1}")
+    yaml += "  replicas: 1\n  idleReplicas: 0\n  scaleDownDelaySeconds: 5\n"
+    system.kubectl("apply", "-n", ns, "-f", "-", input=yaml)
+    # Idle: the real Deployment exists with no replica and no pod runs.
+    eventually(lambda: _replicas(system, ns, "iris") == 0, timeout=LONG, interval=1.0)
+    assert not system.items("pods", ns, f"{names.DEPLOYMENT_LABEL}=iris")
+    write_input(tmp_path / "wake", [{"id": r["id"], "x": r["f"]} for r in IRIS_ROWS])
+    system.kubectl("apply", "-n", ns, "-f", "-", input=run_through(
+        "wake", "iris", "    inputFields: [x]", tmp_path))  # fmt: skip
+
+    run = succeeded(system, ns, "wake")  # the run waited until the deployment was Available
+
+    assert run["status"]["result"]["recordsWritten"] == len(IRIS_ROWS)
+    classes = {str(a["id"]): a["prediction"] for a in answers(tmp_path / "wake" / "out")}
+    assert classes == {"1": 0, "2": 2, "3": 1}
+    # No run uses it any more: back to idleReplicas after scaleDownDelaySeconds.
+    eventually(lambda: _replicas(system, ns, "iris") == 0, timeout=LONG, interval=1.0)
+    eventually(lambda: not system.items("pods", ns, f"{names.DEPLOYMENT_LABEL}=iris"), timeout=LONG)
+    # Deleting the ModelDeployment: kube-controller-manager's garbage collector removes
+    # every child through their owner references.
+    children = [
+        ("deployment", names.deployment_name("iris")),
+        ("service", names.service_name("iris")),
+        ("secret", names.api_key_secret_name("iris")),
+    ]
+    assert all(system.get(kind, name, ns) for kind, name in children)
+    system.kubectl("delete", "modeldeployment", "iris", "-n", ns)
+    eventually(
+        lambda: all(system.get(kind, name, ns) is None for kind, name in children),
+        timeout=LONG,
+        interval=1.0,
+    )
+
+
+def _replicas(system: System, ns: str, name: str) -> int | None:
+    """The replicas the controller asks of the real Deployment (None before it exists)."""
+    found = system.get("deployment", names.deployment_name(name), ns)
+    return None if found is None else int(found["spec"].get("replicas", 1))
