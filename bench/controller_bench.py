@@ -1,20 +1,27 @@
-"""Controller benchmark on the API emulator: latency, requests per run, memory. Prints numbers.
+"""Controller benchmark: run->Job latency, requests and writes per run, CPU, memory. Prints numbers.
 
-The emulator, the controller and this script's client each run in their own process, as the
-API server, the controller's pod and `kubectl` would: none takes the others' GIL.
+It runs on a real control plane (etcd, kube-apiserver, kube-controller-manager v1.36 and the
+test node agent; bench/kube_backends.py) when its binaries are found, else on the API emulator;
+`--backend` forces one. Every table names the backend. The API server, the controller, the
+Job watch and this script's client are separate processes, as in a cluster.
 
-Phase 1 (requests counted by the controller's rest_client_requests_total): create 1,000
-one-shot runs at once with MAX_RECONCILE_RATE=4; latency is measured from the moment the
-API server accepted a run (client-side, after the POST returned) to the moment it stored
-the run's Job (a store listener in the emulator's process; both read CLOCK_MONOTONIC).
-Requests and writes (events included) are divided by the number of runs once all
-have finished, so they cover a whole one-shot lifecycle.
+Phase 1, for each MAX_RECONCILE_RATE (4 and 16): create 1,000 one-shot runs at once (8
+client threads). Latency is from the moment the API server accepted a run (client-side,
+after the POST returned) to the moment its Job reached a watch in another process
+(client-side, on receipt). Requests and writes come from the controller's own
+rest_client_requests_total, divided by the number of runs once all have Succeeded, so
+they cover a whole one-shot lifecycle; the controller's Events are counted apart.
 
-Phase 2 (controller in a separate process, so its RSS is its own): 10,000 runs are
-cached. Their config is missing, so each gets a status write and a Warning event
-but no children; the process's peak RSS (VmHWM) is read from /proc.
+Phase 2: an ideal client (bench/ideal_controller.py: one watch, the same three writes per
+run, no cache, no queue, no status logic) with the same parallelism, on a fresh cluster of
+the same backend: the floor any controller could reach there.
 
-Usage: python bench/controller_bench.py [--runs 1000] [--cached 10000]
+Phase 3 (controller in its own process, so its RSS is its own): 10,000 runs are cached.
+Their config is missing, so each gets a status write and a Warning event but no
+children; the process's peak RSS (VmHWM) is read from /proc.
+
+Usage: python bench/controller_bench.py [--backend auto|real|emulator] [--runs 1000]
+       [--rates 4,16] [--cached 10000]
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable
@@ -34,21 +42,25 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 
+from kube_backends import (  # noqa: E402
+    BENCH_IMAGE,
+    BenchCluster,
+    JobClock,
+    cpu_of,
+    real_available,
+    start,
+)
 from kubernetes import client, config  # noqa: E402
-
-from controller.crds import generate_crds  # noqa: E402
-from e2e.emulator.child import Child  # noqa: E402
 
 GROUP, VERSION, NS = "longrun.dev", "v1alpha1", "bench"
 WRITES = ("POST", "PATCH", "PUT", "DELETE")
 CONFIG = {
-    "image": "ghcr.io/longrun/runner:bench",
+    "image": BENCH_IMAGE,
     "model": {"protocol": "kserve-v2", "url": "http://iris:8080", "name": "iris"},
     "storage": {"input": {"file": {"path": "/in"}}, "output": {"file": {"path": "/out"}}},
 }
-SUMMARY = '{"recordsRead": 100, "recordsWritten": 100, "durationSeconds": 0.1}'
 LAUNCH = (
     "import argparse, sys\n"
     "from controller.runtime.main import add_parser\n"
@@ -57,13 +69,11 @@ LAUNCH = (
     "a = p.parse_args(sys.argv[1:])\n"
     "sys.exit(a.handler(a))\n"
 )
+Row = dict[str, Any]
 
 
-def install_crds(api: Any) -> None:
-    """Install longrun's CRDs, as generated from the schemas."""
-    ext = client.ApiextensionsV1Api(api)
-    for crd in generate_crds():
-        ext.create_custom_resource_definition(crd)  # type: ignore[arg-type]
+def api_of(cluster: BenchCluster) -> Any:
+    return config.new_client_from_config(config_file=cluster.kubeconfig_path)  # type: ignore[no-untyped-call]
 
 
 def wait_for(check: Callable[[], bool], *, timeout: float, what: str) -> None:
@@ -72,32 +82,26 @@ def wait_for(check: Callable[[], bool], *, timeout: float, what: str) -> None:
     while not check():
         if time.monotonic() > deadline:
             raise TimeoutError(what)
-        time.sleep(0.2)
+        time.sleep(0.5)
 
 
-def create_objects(
-    api: Any, *, runs: int, config: str, workers: int = 8, make_config: bool = True
-) -> dict[str, float]:
-    """Create the config (if named) and `runs` runs concurrently; name -> accepted time."""
+def create_config(api: Any) -> None:
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceConfig",
+            "metadata": {"name": "cfg"}, "spec": CONFIG}  # fmt: skip
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        GROUP, VERSION, NS, "inferenceconfigs", body
+    )
+
+
+def create_runs(api: Any, *, runs: int, config: str, workers: int = 8) -> dict[str, float]:
+    """Create `runs` runs concurrently; run name -> the moment the server accepted it."""
     custom = client.CustomObjectsApi(api)
-    body = {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "InferenceConfig",
-        "metadata": {"name": "cfg"},
-        "spec": CONFIG,
-    }
-    if config == "cfg" and make_config:
-        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceconfigs", body)
     accepted: dict[str, float] = {}
 
     def create(i: int) -> None:
         name = f"run-{i:05d}"
-        run = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "InferenceRun",
-            "metadata": {"name": name},
-            "spec": {"configRef": {"name": config}},
-        }
+        run = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceRun",
+               "metadata": {"name": name}, "spec": {"configRef": {"name": config}}}  # fmt: skip
         custom.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceruns", run)
         accepted[name] = time.monotonic()
 
@@ -112,34 +116,33 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
 
 
-def emulator() -> tuple[Child, Any]:
-    """A fresh emulator process (every pod exits 0 with SUMMARY) with longrun's CRDs and
-    the bench namespace, and an API client for it."""
-    emu = Child(summary=SUMMARY)
-    api = config.new_client_from_config(config_file=emu.kubeconfig_path)  # type: ignore[no-untyped-call]
-    install_crds(api)
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": NS}})  # type: ignore[arg-type]
-    return emu, api
+def latency_rows(prefix: str, accepted: dict[str, float], seen: dict[str, float]) -> Row:
+    missing = sorted(set(accepted) - set(seen))
+    if missing:
+        raise RuntimeError(f"{len(missing)} runs have no Job, e.g. {missing[:3]}")
+    latencies = [seen[name] - t for name, t in accepted.items()]
+    first = min(accepted.values())
+    return {
+        f"{prefix} p50 run->Job (s)": statistics.median(latencies),
+        f"{prefix} p99 run->Job (s)": percentile(latencies, 99),
+        f"{prefix} max run->Job (s)": max(latencies),
+        f"{prefix} all {len(accepted):,} Jobs exist after (s)": max(seen.values()) - first,
+    }
 
 
-def cpu_total(emu: Child) -> float:
-    """User + system CPU seconds of the emulator process so far."""
-    return sum(emu.cpu())
-
-
-def start_controller(emu: Child, *, metrics_port: int) -> subprocess.Popen[bytes]:
+def start_controller(kubeconfig: str, *, metrics_port: int, rate: int) -> subprocess.Popen[bytes]:
     """The controller as its own process (its RSS and GIL are its own), like in a pod."""
     env = {
         **os.environ,
         "LEADER_ELECTION": "false",
-        "MAX_RECONCILE_RATE": "4",
+        "MAX_RECONCILE_RATE": str(rate),
         "METRICS_PORT": str(metrics_port),
         "HEALTH_PORT": "0",
         "LOG_LEVEL": "WARNING",
         "POLLING_INTERVAL": "10m",
         "PYTHONPATH": str(ROOT),
     }
-    cmd = [sys.executable, "-c", LAUNCH, "controller", "--kubeconfig", str(emu.kubeconfig_path)]
+    cmd = [sys.executable, "-c", LAUNCH, "controller", "--kubeconfig", kubeconfig]
     return subprocess.Popen(cmd, env=env, cwd=ROOT)
 
 
@@ -150,12 +153,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-reconcile: dict[str, float] = {}
-
-
-def scrape_requests(port: int) -> dict[str, float]:
-    """rest_client_requests_total by method, from the controller's /metrics."""
-    deadline = time.monotonic() + 30
+def scrape(port: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(rest_client_requests_total by method, reconcile time sum/count) from /metrics."""
+    deadline = time.monotonic() + 60
     while True:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
@@ -166,110 +166,122 @@ def scrape_requests(port: int) -> dict[str, float]:
                 raise
             time.sleep(0.2)
     found = re.findall(r'^rest_client_requests_total\{method="(\w+)"\} (\S+)$', text, re.M)
-    counts = {method: float(value) for method, value in found}
+    reconcile = {}
     for name in ("sum", "count"):
         match = re.search(
             rf"^controller_runtime_reconcile_time_seconds_{name}\S* (\S+)$", text, re.M
         )
         reconcile[name] = float(match.group(1)) if match else 0.0
-    return counts
+    return {method: float(value) for method, value in found}, reconcile
 
 
-def phase_latency(runs: int) -> dict[str, float]:
-    """1,000 runs at once: run->Job latency, requests and writes per one-shot lifecycle."""
-    emu, api = emulator()
+def all_succeeded(api: Any, runs: int) -> Callable[[], bool]:
+    custom = client.CustomObjectsApi(api)
+
+    def check() -> bool:
+        items: Any = custom.list_namespaced_custom_object(GROUP, VERSION, NS, "inferenceruns")
+        done = [i for i in items["items"]
+                if (i.get("status") or {}).get("phase") == "Succeeded"
+                and (i.get("status") or {}).get("result")]  # fmt: skip
+        return len(done) == runs
+
+    return check
+
+
+def controller_events(api: Any) -> int:
+    """Events the controller wrote in the bench namespace (both APIs show the same objects)."""
+    events = client.CoreV1Api(api).list_namespaced_event(NS).items
+    return sum(1 for e in events if (e.source and e.source.component) == "longrun-controller")
+
+
+def phase_controller(backend: str, runs: int, rate: int) -> Row:
+    """`runs` runs at once, MAX_RECONCILE_RATE=`rate`: latency, requests, writes, CPU."""
+    cluster = start(backend)
     try:
+        api = api_of(cluster)
+        create_config(api)
         port = free_port()
-        proc = start_controller(emu, metrics_port=port)
+        proc = start_controller(cluster.kubeconfig_path, metrics_port=port, rate=rate)
+        clock = JobClock(cluster.kubeconfig_path)
         try:
-            baseline = scrape_requests(port)
+            baseline, _ = scrape(port)
             time.sleep(1)
-            emu_cpu = cpu_total(emu)
+            server_cpu, cpu = cluster.server_cpu(), cpu_of(proc.pid)  # after start-up and sync
             started = time.monotonic()
-            accepted = create_objects(api, runs=runs, config="cfg")
-            custom = client.CustomObjectsApi(api)
-
-            def all_done() -> bool:
-                items: Any = custom.list_namespaced_custom_object(
-                    GROUP, VERSION, NS, "inferenceruns"
-                )
-                done = [
-                    i
-                    for i in items["items"]
-                    if (i.get("status") or {}).get("phase") == "Succeeded"
-                    and (i.get("status") or {}).get("result")
-                ]
-                return len(done) == runs
-
-            wait_for(all_done, timeout=900, what="runs did not finish")
+            accepted = create_runs(api, runs=runs, config="cfg")
+            wait_for(all_succeeded(api, runs), timeout=1800, what="runs did not all succeed")
             elapsed = time.monotonic() - started
             time.sleep(3)  # trailing reconciles and queued events
-            counts = scrape_requests(port)
-            rss = peak_rss_kib(proc.pid)
-            cpu = cpu_seconds(proc.pid)
-            emu_cpu = cpu_total(emu) - emu_cpu
-            job_seen = emu.job_times()
+            counts, reconcile = scrape(port)
+            cpu = cpu_of(proc.pid) - cpu
+            server_cpu = cluster.server_cpu() - server_cpu
+            seen = clock.times()
+            events = controller_events(api)
         finally:
+            clock.stop()
             proc.terminate()
             proc.wait(timeout=30)
         per_run = {m: (counts.get(m, 0) - baseline.get(m, 0)) / runs for m in counts}
-        latencies = [job_seen[name] - t for name, t in accepted.items()]
+        writes = sum(per_run.get(m, 0) for m in WRITES)
+        p = f"controller, {rate} workers:"
         return {
-            "runs": runs,
-            "p50 run->Job (s)": statistics.median(latencies),
-            "p99 run->Job (s)": percentile(latencies, 99),
-            "max run->Job (s)": max(latencies),
-            "all Succeeded after (s)": elapsed,
-            "API requests / run": sum(per_run.values()),
-            "writes / run (events incl.)": sum(per_run.get(m, 0) for m in WRITES),
-            "POST / run": per_run.get("POST", 0),
-            "PATCH / run": per_run.get("PATCH", 0),
-            "GET / run": per_run.get("GET", 0),
-            "controller CPU time (s)": cpu,
-            "API emulator CPU time (s)": emu_cpu,
-            "reconciles / run": reconcile["count"] / runs,
-            "mean reconcile time (ms)": 1000 * reconcile["sum"] / max(reconcile["count"], 1),
-            "controller peak RSS, 1,000 runs + children (MiB)": rss / 1024,
+            **latency_rows(p, accepted, seen),
+            f"{p} all Succeeded after (s)": elapsed,
+            f"{p} API requests / run": sum(per_run.values()),
+            f"{p} writes / run, Events excluded": writes - events / runs,
+            f"{p} Events / run": events / runs,
+            f"{p} GET / run": per_run.get("GET", 0),
+            f"{p} reconciles / run": reconcile["count"] / runs,
+            f"{p} mean reconcile time (ms)": 1000 * reconcile["sum"] / max(reconcile["count"], 1),
+            f"{p} controller CPU (s)": cpu,
+            f"{p} controller CPU per 1,000 lifecycles (s)": cpu * 1000 / runs,
+            f"{p} API server side CPU (s)": server_cpu,
         }
     finally:
-        emu.stop()
+        cluster.stop()
 
 
-def phase_floor(runs: int) -> dict[str, float]:
-    """The same 1,000 runs served by bench/ideal_controller.py: the API server's share."""
-    emu, api = emulator()
+def phase_ideal(backend: str, runs: int, workers: int) -> Row:
+    """The same runs served by bench/ideal_controller.py with `workers` threads."""
+    cluster = start(backend)
     try:
-        custom = client.CustomObjectsApi(api)
-        body: dict[str, Any] = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "InferenceConfig"}
-        body |= {"metadata": {"name": "cfg"}, "spec": CONFIG}
-        custom.create_namespaced_custom_object(GROUP, VERSION, NS, "inferenceconfigs", body)
-        cmd = [sys.executable, str(ROOT / "bench" / "ideal_controller.py"), emu.kubeconfig_path]
+        api = api_of(cluster)
+        create_config(api)
+        cmd = [sys.executable, str(ROOT / "bench" / "ideal_controller.py"),
+               cluster.kubeconfig_path, "cfg", str(workers)]  # fmt: skip
+        errors = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed after the process
         ideal = subprocess.Popen(
-            [*cmd, "cfg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, text=True, cwd=ROOT
         )
+        clock = JobClock(cluster.kubeconfig_path)
         try:
             assert ideal.stdout is not None and ideal.stdin is not None
-            ideal.stdout.readline()  # "ready"
-            accepted = create_objects(api, runs=runs, config="cfg", make_config=False)
-            wait_for(lambda: len(emu.job_times()) >= runs, timeout=600, what="no Jobs")
-            job_seen = emu.job_times()
+            if ideal.stdout.readline().strip() != "ready":
+                errors.seek(0)
+                raise RuntimeError(f"the ideal client did not start:\n{errors.read()}")
+            cpu = cpu_of(ideal.pid)
+            accepted = create_runs(api, runs=runs, config="cfg")
+
+            def all_jobs() -> bool:
+                if ideal.poll() is not None:
+                    errors.seek(0)
+                    raise RuntimeError(f"the ideal client exited:\n{errors.read()}")
+                return len(clock.times()) >= runs
+
+            wait_for(all_jobs, timeout=900, what="the ideal client made too few Jobs")
+            time.sleep(1)
+            seen = clock.times()
+            cpu = cpu_of(ideal.pid) - cpu
         finally:
+            clock.stop()
             assert ideal.stdin is not None
             ideal.stdin.close()
             ideal.wait(timeout=30)
-        latencies = [job_seen[name] - t for name, t in accepted.items()]
-        return {
-            "floor: ideal 4-thread client p50 run->Job (s)": statistics.median(latencies),
-            "floor: ideal 4-thread client p99 run->Job (s)": percentile(latencies, 99),
-        }
+            errors.close()
+        p = f"ideal client, {workers} threads:"
+        return {**latency_rows(p, accepted, seen), f"{p} client CPU (s)": cpu}
     finally:
-        emu.stop()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        cluster.stop()
 
 
 def peak_rss_kib(pid: int) -> int:
@@ -280,16 +292,17 @@ def peak_rss_kib(pid: int) -> int:
     return 0
 
 
-def phase_memory(cached: int) -> dict[str, float]:
-    """10,000 runs cached by a controller process: its peak RSS."""
-    emu, api = emulator()
+def phase_memory(backend: str, cached: int) -> Row:
+    """`cached` runs cached by a controller process: its peak RSS."""
+    cluster = start(backend)
     try:
-        proc = start_controller(emu, metrics_port=free_port())
+        api = api_of(cluster)
+        proc = start_controller(cluster.kubeconfig_path, metrics_port=free_port(), rate=4)
         try:
             time.sleep(3)
             idle = peak_rss_kib(proc.pid)
             started = time.monotonic()
-            create_objects(api, runs=cached, config="missing")
+            create_runs(api, runs=cached, config="missing")
             custom = client.CustomObjectsApi(api)
 
             def all_reported() -> bool:
@@ -298,34 +311,60 @@ def phase_memory(cached: int) -> dict[str, float]:
                 )
                 return len([i for i in items["items"] if i.get("status")]) == cached
 
-            wait_for(all_reported, timeout=1800, what="runs were not all reconciled")
-            elapsed = time.monotonic() - started
+            wait_for(all_reported, timeout=3600, what="runs were not all reconciled")
             return {
-                "runs cached": cached,
-                "controller RSS at start (MiB)": idle / 1024,
-                "controller peak RSS (MiB)": peak_rss_kib(proc.pid) / 1024,
-                "all reconciled after (s)": elapsed,
+                "memory: runs cached": cached,
+                "memory: controller RSS at start (MiB)": idle / 1024,
+                "memory: controller peak RSS (MiB)": peak_rss_kib(proc.pid) / 1024,
+                "memory: all reconciled after (s)": time.monotonic() - started,
             }
         finally:
             proc.terminate()
             proc.wait(timeout=30)
     finally:
-        emu.stop()
+        cluster.stop()
+
+
+def choose_backend(asked: str) -> str:
+    available, where = real_available()
+    if asked == "real" and not available:
+        sys.exit(f"--backend real: {where}")
+    if asked == "auto":
+        print(
+            f"backend: {'real control plane ' + where if available else 'emulator (' + where + ')'}"
+        )
+        return "real" if available else "emulator"
+    return asked
 
 
 def main() -> None:
-    """Run both phases and print a table."""
+    """Run the phases and print one table naming the backend."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--backend", choices=("auto", "real", "emulator"), default="auto")
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--cached", type=int, default=10_000)
+    parser.add_argument("--rates", default="4,16", help="MAX_RECONCILE_RATE values (%(default)s)")
+    parser.add_argument("--cached", type=int, default=10_000, help="0 skips the memory phase")
     args = parser.parse_args()
-    rows = {**phase_latency(args.runs), **phase_floor(args.runs), **phase_memory(args.cached)}
+    backend = choose_backend(args.backend)
+    rates = [int(r) for r in args.rates.split(",")]
+    rows: Row = {}
+    for rate in rates:
+        rows |= phase_controller(backend, args.runs, rate)
+        rows |= phase_ideal(backend, args.runs, rate)
+        print_table(rows, backend)  # as it goes: a long run shows its numbers early
+    if args.cached:
+        rows |= phase_memory(backend, args.cached)
+    print_table(rows, backend)
+
+
+def print_table(rows: Row, backend: str) -> None:
+    name = "real control plane" if backend == "real" else "API emulator"
     width = max(len(k) for k in rows)
-    print(f"| {'metric'.ljust(width)} | value |")
+    print(f"\n| {('metric (' + name + ')').ljust(width)} | value |")
     print(f"| {'-' * width} | ----- |")
     for key, value in rows.items():
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
-        print(f"| {key.ljust(width)} | {shown} |")
+        print(f"| {key.ljust(width)} | {shown} |", flush=True)
 
 
 if __name__ == "__main__":

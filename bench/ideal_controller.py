@@ -1,13 +1,13 @@
 """The floor for bench/controller_bench.py: the least any controller could do per new run.
 
 Not a controller: no informers, no cache, no work queue, no retries, no status logic.
-One raw watch on InferenceRuns; for every run ADDED, one of WORKERS threads sends the
+One raw watch on InferenceRuns; for every run ADDED, one of WORKERS (default 4) threads sends the
 three writes longrun's first reconcile of a one-shot run sends (POST the contract
 ConfigMap, POST the Job, merge-patch /status), over `http.client` kept-alive connections,
 with bodies from longrun's own builders (so the API server validates the same objects).
 It shows how much of the run->Job latency is the API server's and how much the controller's.
 
-Usage (by controller_bench.py): python bench/ideal_controller.py KUBECONFIG CONFIG_NAME
+Usage (by controller_bench.py): python bench/ideal_controller.py KUBECONFIG CONFIG_NAME [WORKERS]
 Runs until stdin closes.
 """
 
@@ -16,13 +16,16 @@ from __future__ import annotations
 import http.client
 import json
 import queue
+import ssl
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import yaml
+from kubernetes import client, config
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -35,11 +38,19 @@ WORKERS = 4
 GROUP = "/apis/longrun.dev/v1alpha1"
 
 
-def server_of(kubeconfig: str) -> tuple[str, int]:
-    """Host and port of the kubeconfig's first cluster (plain HTTP, as the emulator serves)."""
-    doc = yaml.safe_load(Path(kubeconfig).read_text())
-    url = urlsplit(doc["clusters"][0]["cluster"]["server"])
-    return url.hostname or "127.0.0.1", url.port or 80
+def connect(kubeconfig: str) -> Callable[[], http.client.HTTPConnection]:
+    """A factory of kept-alive connections to the kubeconfig's server: plain HTTP for the
+    emulator, HTTPS with the kubeconfig's client certificate for a real API server."""
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    url = urlsplit(cfg.host)
+    host, port = url.hostname or "127.0.0.1", url.port
+    if url.scheme != "https":
+        return lambda: http.client.HTTPConnection(host, port or 80)
+    context = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    if cfg.cert_file:
+        context.load_cert_chain(cfg.cert_file, cfg.key_file)
+    return lambda: http.client.HTTPSConnection(host, port or 443, context=context)
 
 
 def call(conn: http.client.HTTPConnection, method: str, path: str, body: Any, ctype: str) -> Any:
@@ -54,28 +65,39 @@ def call(conn: http.client.HTTPConnection, method: str, path: str, body: Any, ct
 
 def main() -> None:
     kubeconfig, config_name = sys.argv[1], sys.argv[2]
-    host, port = server_of(kubeconfig)
+    workers = int(sys.argv[3]) if len(sys.argv) > 3 else WORKERS
+    new_connection = connect(kubeconfig)
     settings = settings_from_env({})
     runs: queue.Queue[dict[str, Any]] = queue.Queue()
     configs: dict[str, Any] = {}
 
     def lookup(namespace: str, name: str) -> Any:
         if name not in configs:
-            conn = http.client.HTTPConnection(host, port)
+            conn = new_connection()
             conn.request("GET", f"{GROUP}/namespaces/{namespace}/inferenceconfigs/{name}")
             configs[name] = json.loads(conn.getresponse().read())
         return configs[name]
 
     def watch() -> None:
-        conn = http.client.HTTPConnection(host, port)
-        conn.request("GET", f"{GROUP}/inferenceruns?watch=true&timeoutSeconds=3600")
-        for line in conn.getresponse():
-            event = json.loads(line)
-            if event["type"] == "ADDED":
-                runs.put(event["object"])
+        # A run seen twice (after a re-watch lists what exists again) is served once.
+        seen: set[str] = set()
+        while True:
+            conn = new_connection()
+            conn.request("GET", f"{GROUP}/inferenceruns?watch=true&timeoutSeconds=3600")
+            resp = conn.getresponse()
+            if resp.status != 200:  # e.g. a CRD's resource not served yet: watch again
+                print(f"watch: {resp.status} {resp.read()[:200]!r}", file=sys.stderr)
+                time.sleep(0.2)
+                continue
+            for line in resp:
+                event = json.loads(line)
+                uid = event.get("object", {}).get("metadata", {}).get("uid")
+                if event.get("type") == "ADDED" and uid not in seen:
+                    seen.add(uid)
+                    runs.put(event["object"])
 
     def work() -> None:
-        conn = http.client.HTTPConnection(host, port)
+        conn = new_connection()
         while True:
             run = runs.get()
             spec, _ = parse_run_spec(run)
@@ -93,7 +115,7 @@ def main() -> None:
             call(conn, "PATCH", path, status, "application/merge-patch+json")
 
     lookup("bench", config_name)
-    for target in (watch, *[work] * WORKERS):
+    for target in (watch, *[work] * workers):
         threading.Thread(target=target, daemon=True).start()
     print("ready", flush=True)
     sys.stdin.read()
