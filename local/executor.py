@@ -90,6 +90,12 @@ class PodProcess:
         return PodExit(code, self._reason or _reason(code), read_message(self.prepared))
 
 
+def start_error(command: str, exc: OSError) -> str:
+    """The message of a container that could not start (the kubelet's StartError)."""
+    why = exc.strerror or type(exc).__name__
+    return f'failed to start container: exec: "{command}": {why}'
+
+
 def _reason(code: int) -> str:
     return "Completed" if code == 0 else "Error"
 
@@ -132,7 +138,10 @@ def run_pod(
         )
     except PodSetupError as exc:
         return PodExit(1, exc.reason, str(exc))
-    process = PodProcess(prepared, on_line=on_line, cwd=cwd)
+    try:
+        process = PodProcess(prepared, on_line=on_line, cwd=cwd)
+    except OSError as exc:  # the command is not there, or not executable: as a kubelet says it
+        return PodExit(128, "StartError", start_error(prepared.argv[0], exc))
     while process.poll() is None:
         if deadline is not None and time.monotonic() >= deadline:
             process.stop(reason="DeadlineExceeded")

@@ -22,7 +22,8 @@ from local.executor import PodExit
 Obj = dict[str, Any]
 JobPhase = Literal["Succeeded", "Failed", "Stopped"]
 # Reasons a pod never started: retrying cannot help (in a cluster the pod stays Pending).
-SETUP_REASONS = ("CreateContainerConfigError", "ErrImagePull")
+# A pod that cannot start fails the same way on every retry: the run ends at once (exit 2).
+SETUP_REASONS = ("CreateContainerConfigError", "ErrImagePull", "StartError")
 Attempt = Callable[[int, float | None], PodExit]  # (pod index, monotonic deadline) → exit
 
 

@@ -189,3 +189,23 @@ def test_schedules_that_fire_rarely_or_on_weekdays_still_validate(
     path = write(tmp_path, fake_run_yaml(out=tmp_path, mode="ok") + f'  schedule: "{schedule}"\n')
     assert main(["validate", "-q", "-f", str(path)]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_run_with_an_image_mapped_to_a_missing_command_fails_at_once_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, fake_run_yaml(out=tmp_path, mode="ok"))
+    missing = f"{fake_image_map().split('=')[0]}=no-such-runner-command --flag"
+    (tmp_path / "token.env").write_text("token=abc\n")
+    args = ["run", "-f", str(path), "--image-map", missing, "--work-dir", str(tmp_path),
+            "--env-file", f"token={tmp_path / 'token.env'}"]  # fmt: skip
+
+    assert main(args) == 2  # one pod only: a command that is not there fails the same every time
+
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert (
+        'failed to start container: exec: "no-such-runner-command": No such file or directory'
+        in err
+    )
+    assert err.count("failed to start container") == 1, err
