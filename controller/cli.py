@@ -19,6 +19,7 @@ from controller.core.settings import SettingsError, settings_from_env
 from controller.crds import CRD_DIR, crd_files, write_crds
 from controller.runtime.main import add_parser as add_controller_parser
 from controller.validate import check_file, expand_paths
+from local.inputs import add_files_option
 from local.render import add_parser as add_render_parser
 from local.run import add_parser as add_run_parser
 from local.serve import add_parser as add_serve_parser
@@ -100,15 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.set_defaults(handler=_cmd_schema)
 
     validate = sub.add_parser("validate", help="validate InferenceConfig/InferenceRun YAML offline")
-    validate.add_argument(
-        "-f",
-        "--filename",
-        dest="files",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="a YAML file or a directory of them (repeatable)",
-    )
+    add_files_option(validate, holding="InferenceConfig, InferenceRun, Model, ModelDeployment")
     validate.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     validate.set_defaults(handler=_cmd_validate)
 

@@ -9,6 +9,7 @@ controller's checks (image allow-list, Secret namespaces). Anything wrong is an
 
 from __future__ import annotations
 
+import argparse
 import base64
 import binascii
 import secrets
@@ -48,6 +49,19 @@ class Inputs:
     secrets: dict[tuple[str, str], dict[str, bytes]] = field(default_factory=dict)
     models: dict[tuple[str, str], Obj] = field(default_factory=dict)
     deployments: dict[tuple[str, str], Obj] = field(default_factory=dict)
+
+
+def add_files_option(parser: argparse.ArgumentParser, *, holding: str) -> None:
+    """The `-f/--filename PATH` option (repeatable) every command reading YAML files takes."""
+    parser.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help=f"a YAML file or a directory of them (repeatable): {holding}",
+    )
 
 
 def run_uid(namespace: str, name: str) -> str:

@@ -30,7 +30,7 @@ from controller.core import builders
 from controller.core.builders import Manifest, Resolved
 from controller.core.settings import Settings, SettingsError, settings_from_env
 from controller.validate import expand_paths
-from local.inputs import InputError, Inputs, load_inputs, pick_run, resolve_run
+from local.inputs import InputError, Inputs, add_files_option, load_inputs, pick_run, resolve_run
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -45,15 +45,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("run", nargs="?", metavar="RUN", help="InferenceRun name or generateName, if several")
-    add(
-        "-f",
-        "--filename",
-        dest="files",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="a YAML file or a directory of them: InferenceConfig, InferenceRun, Secret",
-    )
+    add_files_option(parser, holding="InferenceConfig, InferenceRun, Secret")
     add("-n", "--namespace", default="default", help="namespace of objects without one")
     add("-o", "--output", choices=["yaml", "json"], default="yaml", help="yaml (default), json")
     parser.set_defaults(handler=handle)

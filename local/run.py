@@ -32,7 +32,14 @@ from typing import Any, TextIO
 
 from controller.core.settings import SettingsError, settings_from_env
 from local.display import Console
-from local.inputs import InputError, add_env_files, load_inputs, pick_run, resolve_run
+from local.inputs import (
+    InputError,
+    add_env_files,
+    add_files_option,
+    load_inputs,
+    pick_run,
+    resolve_run,
+)
 from local.occurrence import EXIT_FAILED, EXIT_INVALID, LocalRun, finish, run_occurrence
 from local.overrides import HELP as SET_HELP
 from local.overrides import apply_overrides
@@ -73,15 +80,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "run", nargs="?", metavar="RUN", help="InferenceRun name (needed if the files hold several)"
     )
-    add(
-        "-f",
-        "--filename",
-        dest="files",
-        action="append",
-        required=True,
-        metavar="PATH",
-        help="a YAML file or a directory of them: InferenceConfig, InferenceRun, Secret",
-    )
+    add_files_option(parser, holding="InferenceConfig, InferenceRun, Secret")
     add(
         "-n",
         "--namespace",

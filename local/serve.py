@@ -35,7 +35,7 @@ from local.deployment import (
     deployment_dir,
     local_deployment,
 )
-from local.inputs import InputError, Inputs, add_env_files, load_inputs
+from local.inputs import InputError, Inputs, add_env_files, add_files_option, load_inputs
 from local.podspec import image_repository
 from local.runtimes import RuntimeUnavailable
 
@@ -173,8 +173,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add = parser.add_argument
     add("name", nargs="?", metavar="NAME", help="ModelDeployment name (if the files hold several)")
-    add("-f", "--filename", dest="files", action="append", required=True, metavar="PATH",
-        help="a YAML file or a directory: ModelDeployment, Model")  # fmt: skip
+    add_files_option(parser, holding="ModelDeployment, Model")
     add("-n", "--namespace", default="default", help="namespace of objects without one")
     add("--port", type=int, default=0, help="port to serve on (default: a free one)")
     add("--work-dir", default=DEFAULT_WORK_DIR, help="local state directory (%(default)s)")
