@@ -97,6 +97,9 @@ class KubeServing:
         self._fresh: dict[tuple[str, str], Obj] = {}
         for kind in (*OWN_KINDS, *CHILD_KINDS):
             self._informers[kind] = [self._informer(kind, ns) for ns in self._namespaces]
+        # Filled once discovery shows cert-manager (at start, or on a later resync); the key
+        # exists from the start so readers never see the dict change size.
+        self._informers["Certificate"] = []
 
     # -- informers ---------------------------------------------------------------
 
@@ -242,13 +245,22 @@ class KubeServing:
     # -- life cycle ------------------------------------------------------------------
 
     def start(self) -> None:
-        """Look for cert-manager, then start every informer."""
-        if self._serves_certificates():
-            self._informers["Certificate"] = [
-                self._informer("Certificate", ns) for ns in self._namespaces
-            ]
+        """Start every informer, and the Certificate ones if cert-manager is served."""
         for informer in self._all():
             informer.start()
+        self.discover()
+
+    def discover(self) -> bool:
+        """Start watching cert-manager Certificates once the API server serves them: at start,
+        and on every resync (cert-manager may be installed after the controller). True when
+        this call started them."""
+        if self._informers["Certificate"] or not self._serves_certificates():
+            return False
+        informers = [self._informer("Certificate", ns) for ns in self._namespaces]
+        for informer in informers:
+            informer.start()
+        self._informers["Certificate"] = informers
+        return True
 
     def _serves_certificates(self) -> bool:
         prefix, plural = CERTIFICATES

@@ -198,6 +198,16 @@ def _write_secret(cluster: ServingCluster, obs: ServingObserved, item: Write) ->
         raise ApiError(exc.status, failed, retry_after=exc.retry_after) from None
 
 
+# Creating a Certificate answers 404 when the cluster has no cert-manager.io/v1 API.
+NO_CERT_MANAGER = Problem(
+    "spec.endpoint.tls",
+    "CertManagerMissing",
+    "endpoint.tls names an issuer, but the API server does not serve cert-manager's "
+    "Certificate (cert-manager.io/v1): install cert-manager, and the controller finds it "
+    "within one polling interval (POLLING_INTERVAL), or remove endpoint.tls",
+)
+
+
 def _not_ours_secret(name: str) -> Problem:
     return not_owned("Secret", {"metadata": {"name": name}})
 
@@ -207,6 +217,8 @@ def _create(cluster: ServingCluster, obs: ServingObserved, item: Create) -> Obj 
     try:
         return cluster.create(item.kind, item.body)
     except ApiError as exc:
+        if exc.is_not_found and item.kind == "Certificate":
+            return _Answer(problem=NO_CERT_MANAGER)
         if is_refusal(exc):
             return _Answer(problem=_refused(item, exc))
         if not exc.is_already_exists or item.kind not in CHILD_FIELDS:

@@ -171,6 +171,10 @@ class Manager:
 
     def _resync_loop(self) -> None:
         while not self._stop.wait(self.settings.polling_interval):
+            try:
+                self.serving.discover()  # cert-manager installed since the last look
+            except ApiError as exc:
+                log.warning("discovery of cert-manager failed: %s", exc)
             if self.is_leader:
                 self._enqueue_all()
 

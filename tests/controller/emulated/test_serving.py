@@ -13,6 +13,7 @@ import base64
 import logging
 
 import pytest
+from kubernetes import client
 
 from e2e.fixtures import eventually
 from tests.controller.emulated.harness import Env
@@ -293,3 +294,45 @@ def test_a_model_is_accepted_and_its_change_reaches_the_deployment(
         return "s3://models/iris/v2/model.joblib" in init["args"]
 
     eventually(fetches_v2, timeout=10)
+
+
+CERTIFICATES_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "certificates.cert-manager.io"},
+    "spec": {
+        "group": "cert-manager.io",
+        "names": {"kind": "Certificate", "plural": "certificates", "singular": "certificate"},
+        "scope": "Namespaced",
+        "versions": [{"name": "v1", "served": True, "storage": True, "schema": {
+            "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}  # fmt: skip
+
+
+def test_tls_without_cert_manager_says_so_and_cert_manager_installed_later_is_found(
+    env: Env, serving: Serving
+) -> None:
+    env.start(polling_interval=1.0)  # the resync that looks for cert-manager again
+    tls = {"issuerRef": {"name": "ca", "kind": "ClusterIssuer"}}
+    serving.create(endpoint={**INGRESS, "tls": tls})
+
+    def told() -> dict[str, str] | None:
+        conditions = (serving.get() or {}).get("status", {}).get("conditions") or []
+        return next((c for c in conditions if c.get("reason") == "CertManagerMissing"), None)
+
+    eventually(told, timeout=15)
+    status = (serving.get() or {})["status"]
+    assert "install cert-manager" in status["message"], status
+    custom_api = client.ApiextensionsV1Api(env.emu.api_client())
+    custom_api.create_custom_resource_definition(CERTIFICATES_CRD)
+
+    certificate = eventually(
+        lambda: env.custom.get_namespaced_custom_object(
+            "cert-manager.io", "v1", env.ns, "certificates", "iris"
+        ),
+        timeout=30,
+    )
+    assert certificate["spec"]["issuerRef"]["name"] == "ca"
+    assert certificate["metadata"]["ownerReferences"][0]["kind"] == "ModelDeployment"
+    eventually(lambda: told() is None, timeout=15)
