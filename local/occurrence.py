@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import threading
 import uuid
@@ -47,6 +48,9 @@ from local.podspec import ImageMap, MappingSource, local_path
 Obj = dict[str, Any]
 # The exit codes of `longrun run` (see local.run).
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
+# A local pod shares this host's network: its metrics endpoint (runners/metrics.py) listens
+# on loopback, not on every interface as in a pod.
+LOCAL_METRICS = {"LONGRUN_METRICS_ADDRESS": "127.0.0.1"}
 JOB_FAILURE_MESSAGES = {
     "BackoffLimitExceeded": "Job has reached the specified backoff limit",
     "DeadlineExceeded": "Job was active longer than specified deadline",
@@ -147,6 +151,7 @@ def run_occurrence(local: LocalRun, *, job_name: str) -> Occurrence:
                 images=local.images,
                 on_line=on_line,
                 cwd=Path.cwd(),
+                base_env={**os.environ, **LOCAL_METRICS},  # the environment of now
                 deadline=deadline,
                 stop=local.stop,
             )

@@ -42,6 +42,9 @@ from runners.api import BatchRejected, TransientError
 from runners.retry import ServerFault
 
 METRICS_PORT_ENV = "LONGRUN_METRICS_PORT"
+# Where the exporter listens: every address by default (in a pod, its own network namespace:
+# the pod IP Prometheus scrapes); `longrun run` sets 127.0.0.1, the host's network being shared.
+METRICS_ADDRESS_ENV = "LONGRUN_METRICS_ADDRESS"
 PREFIX = "longrun_runner_"
 # Model calls take milliseconds (a small KServe model) to minutes (a long generation).
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -194,14 +197,15 @@ class RunnerMetrics:
         except ValueError:
             log(f"{METRICS_PORT_ENV}={raw!r} is not a port (0-65535): no metrics endpoint")
             return
+        address = environ.get(METRICS_ADDRESS_ENV, "").strip() or "0.0.0.0"
         try:
-            self._start(port)
+            self._start(port, address)
         except OSError as exc:
-            self._start(0)
+            self._start(0, address)
             log(f"metrics port {port} unavailable ({exc.strerror}): serving on {self.port}")
 
-    def _start(self, port: int) -> None:
-        server, thread = prom.start_http_server(port, addr="0.0.0.0", registry=self.exposed)
+    def _start(self, port: int, address: str) -> None:
+        server, thread = prom.start_http_server(port, addr=address, registry=self.exposed)
         self._server = (server, thread)
         self.port = int(server.server_port)
 

@@ -146,3 +146,11 @@ def test_a_run_with_generate_name_runs_afresh_each_time(
     names = re.findall(r"InferenceRun default/(fake-run-\w{5}): Succeeded", capsys.readouterr().err)
     assert len(names) == 2 and names[0] != names[1]
     assert attempts(tmp_path) == 2  # nothing resumed: two runs, one pod each
+
+
+def test_a_local_pod_gets_its_metrics_endpoint_on_loopback_only(tmp_path: Path) -> None:
+    assert longrun_run(tmp_path, fake_run_yaml(out=tmp_path, mode="ok")) == 0
+    seen = json.loads((tmp_path / "seen" / "attempt-0.json").read_text())
+    # The pod's port comes from the Job; the address from `longrun run`: this host's network.
+    assert seen["env"]["LONGRUN_METRICS_PORT"] == "9095"
+    assert seen["env"]["LONGRUN_METRICS_ADDRESS"] == "127.0.0.1"

@@ -23,7 +23,7 @@ from http_stub import KServeStub, serve
 from prometheus_client.parser import text_string_to_metric_families
 
 from runners import cli
-from runners.metrics import METRICS_PORT_ENV, RunnerMetrics, outcome_of
+from runners.metrics import METRICS_ADDRESS_ENV, METRICS_PORT_ENV, RunnerMetrics, outcome_of
 
 FAST_RETRY = {"initialBackoffSeconds": 0.01, "maxBackoffSeconds": 0.05}
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -35,8 +35,8 @@ def exporters(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[RunnerMetrics]]:
     started: list[RunnerMetrics] = []
     start = RunnerMetrics._start
 
-    def tracked(self: RunnerMetrics, port: int) -> None:
-        start(self, port)
+    def tracked(self: RunnerMetrics, port: int, address: str) -> None:
+        start(self, port, address)
         started.append(self)
 
     monkeypatch.setattr(RunnerMetrics, "_start", tracked)
@@ -186,3 +186,15 @@ def test_outcomes_follow_what_the_model_call_raised() -> None:
         outcome_of(e)
         for e in (None, BatchRejected("x"), ServerFault("x"), TransientError("x"), KeyError("x"))
     ] == ["ok", "rejected", "server_error", "unavailable", "error"]
+
+
+def test_the_exporter_listens_on_the_address_the_environment_names() -> None:
+    metrics = RunnerMetrics()
+    env = {METRICS_PORT_ENV: "0", METRICS_ADDRESS_ENV: "127.0.0.1"}
+    metrics.serve_from_env(env, log=lambda _line: None)
+    try:
+        assert metrics._server is not None
+        assert metrics._server[0].server_address[0] == "127.0.0.1"  # not every interface
+        assert value(scrape(metrics.port), "longrun_runner_records_total", outcome="read") == 0
+    finally:
+        metrics.close()
