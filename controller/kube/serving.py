@@ -3,13 +3,12 @@
 """`ServingCluster` (controller/core/serving/ports.py) on the official client.
 
 A separate adapter beside `KubeCluster`, on the same `Transport` and `LeanInformer`:
-informers for ModelDeployments, Models and the children found by the label
-`longrun.dev/model-deployment` (Deployments, Services, ConfigMaps, PVCs,
-NetworkPolicies, Ingresses, autoscaling/v2 HPAs, Pods; cert-manager Certificates only
-when discovery shows the CRD). Runs and configs are not watched twice: `KubeCluster`
-hands its events to `on_run_event`, which keeps the index of which runs use which
-deployment (a config's `model.deploymentRef`), for on-demand scaling, and wakes the
-runs of a deployment whose endpoint or availability changed.
+informers for ModelDeployments, Models and the children labelled `longrun.dev/model-deployment`
+(Deployments, Services, ConfigMaps, PVCs, NetworkPolicies, Ingresses, HPAs, Pods; cert-manager
+Certificates once discovery shows them, at start or a later resync). Runs and configs are not
+watched twice: `KubeCluster` hands its events to `on_run_event`, which keeps the index of which
+runs use which deployment (a config's `model.deploymentRef`), for on-demand scaling, and wakes
+the runs of a deployment whose endpoint or availability changed.
 
 No Secret is ever watched, listed or read (docs/security.md): the API-key Secret is
 created and patched, and what comes back from those writes is stripped of its data
@@ -97,9 +96,7 @@ class KubeServing:
         self._fresh: dict[tuple[str, str], Obj] = {}
         for kind in (*OWN_KINDS, *CHILD_KINDS):
             self._informers[kind] = [self._informer(kind, ns) for ns in self._namespaces]
-        # Filled once discovery shows cert-manager (at start, or on a later resync); the key
-        # exists from the start so readers never see the dict change size.
-        self._informers["Certificate"] = []
+        self._informers["Certificate"] = []  # filled once cert-manager is seen (discover)
 
     # -- informers ---------------------------------------------------------------
 
@@ -251,9 +248,8 @@ class KubeServing:
         self.discover()
 
     def discover(self) -> bool:
-        """Start watching cert-manager Certificates once the API server serves them: at start,
-        and on every resync (cert-manager may be installed after the controller). True when
-        this call started them."""
+        """Watch Certificates once cert-manager is served: at start and on every resync (it
+        may come after the controller). True when this call started the informers."""
         if self._informers["Certificate"] or not self._serves_certificates():
             return False
         informers = [self._informer("Certificate", ns) for ns in self._namespaces]

@@ -208,7 +208,8 @@ def test_shared_config_cannot_take_over_the_namespaces_that_use_it(env: Env) -> 
     )["metadata"]["generation"]
     env.patch_run("nightly", {"spec": {"configRef": {"generation": generation}}})
     eventually(lambda: _cron_image(env) == "evil/runner:1")
-    assert env.condition("ConfigCurrent", "nightly")["status"] == "True"
+    # The status write follows the CronJob's: wait for it too.
+    eventually(lambda: env.condition("ConfigCurrent", "nightly")["status"] == "True")
 
 
 def _cron_image(env: Env) -> str:
