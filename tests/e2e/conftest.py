@@ -27,7 +27,6 @@ from tests.runners.runner_stores import drop_tables
 from tests.support import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "testdata" / "examples"
-IRIS_CSV = REPO_ROOT / "testdata" / "quickstart" / "iris.csv"
 Obj = dict[str, Any]
 
 
@@ -85,19 +84,3 @@ def apply(system: System, namespace: str, objects: list[Obj]) -> None:
     for obj in objects:
         obj["metadata"]["namespace"] = namespace
     system.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump_all(objects))
-
-
-def iris_rows() -> list[Obj]:
-    """The 150 iris flowers of testdata/quickstart/iris.csv as dicts (id is an int)."""
-    import csv
-
-    with IRIS_CSV.open(newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    return [
-        {"id": int(r["id"]), **{k: float(v) for k, v in r.items() if k not in ("id", "species")}}
-        | {"species": r["species"]}
-        for r in rows
-    ]
-
-
-SPECIES = ("setosa", "versicolor", "virginica")

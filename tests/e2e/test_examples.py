@@ -13,12 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from e2e.fixtures import eventually
 from e2e.peers.server import PeerServer
 from e2e.system import System
-from tests.e2e.conftest import SPECIES, apply, example, find, iris_rows
+from tests.e2e.conftest import apply, example, find
+from tests.iris import accuracy, class_of, iris_rows, seed_iris, sql_rows
 from tests.runners.http_stub import Receiver, serve
 
 Obj = dict[str, Any]
@@ -28,15 +27,6 @@ RUN_TIMEOUT = 120.0
 # when it re-reads discovery (every 30 s), so a System's first cascade may wait that long
 # (e2e/README.md, known divergences).
 CASCADE = 90.0
-
-
-def class_of(prediction: Any) -> int:
-    """The class index in whatever shape a server answers (scalar, [x], {"predict": x})."""
-    while isinstance(prediction, (list, dict)):
-        prediction = (
-            next(iter(prediction.values())) if isinstance(prediction, dict) else prediction[0]
-        )
-    return int(prediction)
 
 
 def wait_phase(system: System, ns: str, name: str, phase: str) -> Obj:
@@ -77,34 +67,6 @@ def assert_counts(status: Obj, *, read: int, written: int, failed: int = 0) -> N
     assert result.get("recordsFailed", 0) == failed, result
 
 
-def seed_iris(url: str, table: str, **extra: str) -> None:
-    """The 150 iris flowers as a SQL table (plus constant `extra` columns)."""
-    rows = [{**row, **extra} for row in iris_rows()]
-    columns = [sa.Column("id", sa.Integer, primary_key=True)]
-    columns += [sa.Column(k, sa.Float) for k in rows[0] if k not in ("id", "species", *extra)]
-    columns += [sa.Column(k, sa.String(32)) for k in ("species", *extra)]
-    engine = sa.create_engine(url)
-    meta = sa.MetaData()
-    created = sa.Table(table, meta, *columns)
-    with engine.begin() as conn:
-        meta.create_all(conn)
-        conn.execute(created.insert(), rows)
-    engine.dispose()
-
-
-def sql_predictions(url: str, table: str) -> list[Obj]:
-    engine = sa.create_engine(url)
-    with engine.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(sa.text(f"SELECT * FROM {table}"))]
-    engine.dispose()
-    return rows
-
-
-def accuracy(predicted: dict[int, int]) -> float:
-    truth = {row["id"]: SPECIES.index(row["species"]) for row in iris_rows()}
-    return sum(predicted[i] == truth[i] for i in truth) / len(truth)
-
-
 def test_iris_sql_example_upserts_every_prediction_into_postgres(
     system: System, kserve_server: PeerServer, postgres_url: str, table_prefix: str
 ) -> None:
@@ -121,7 +83,7 @@ def test_iris_sql_example_upserts_every_prediction_into_postgres(
     status = wait_phase(system, ns, "iris-sql-once", "Succeeded")
 
     assert_counts(status, read=150, written=150)
-    rows = sql_predictions(postgres_url, f"{table_prefix}_out")
+    rows = sql_rows(postgres_url, f"{table_prefix}_out")
     uid = system.get("inferencerun", "iris-sql-once", ns)["metadata"]["uid"]  # type: ignore[index]
     assert {r["run_uid"] for r in rows} == {uid} and len(rows) == 150
     predicted = {int(r["record_id"]): class_of(json.loads(r["prediction"])) for r in rows}

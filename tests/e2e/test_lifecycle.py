@@ -25,8 +25,9 @@ from croniter import croniter
 from e2e.fixtures import eventually
 from e2e.peers.server import PeerServer
 from e2e.system import System, runner_pids
-from tests.e2e.conftest import apply, example, find, iris_rows
-from tests.e2e.test_examples import diagnose, seed_iris, sql_predictions, wait_phase
+from tests.e2e.conftest import apply, example, find
+from tests.e2e.test_examples import diagnose, wait_phase
+from tests.iris import iris_rows, seed_iris, sql_rows
 
 Obj = dict[str, Any]
 
@@ -146,7 +147,7 @@ def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup
         f"SELECT * FROM {table_prefix}_in WHERE batch = :batch"
     )
     spec["storage"]["output"]["sql"]["table"] = f"{table_prefix}_out"
-    seed_iris(postgres_url, f"{table_prefix}_in", batch="nightly")
+    seed_iris(postgres_url, f"{table_prefix}_in", [{**r, "batch": "nightly"} for r in iris_rows()])
     run = find(objects, "InferenceRun")
     ns = system.namespace("nightly")
 
@@ -169,7 +170,7 @@ def test_scheduled_example_runs_three_ticks_with_outputs_history_and_job_cleanup
             ) from None
 
     assert [e["result"]["recordsWritten"] for e in history] == [150, 150, 150]
-    rows = sql_predictions(postgres_url, f"{table_prefix}_out")
+    rows = sql_rows(postgres_url, f"{table_prefix}_out")
     per_job: dict[str, int] = {}
     for row in rows:
         per_job[row["job_name"]] = per_job.get(row["job_name"], 0) + 1

@@ -12,7 +12,6 @@ Servers that cannot be built here are skipped (failed in CI).
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import subprocess
@@ -23,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from e2e.peers.server import PeerServer
+from tests.iris import accuracy, class_of, iris_rows, seed_iris, sql_rows
 from tests.runners.http_stub import Receiver, serve
 from tests.runners.runner_stores import drop_tables
 from tests.support import REPO_ROOT
@@ -34,18 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.requires_service]
 
 EXAMPLES = REPO_ROOT / "testdata" / "examples"
 BIN = Path(sys.executable).parent
-SPECIES = ("setosa", "versicolor", "virginica")
 KRATEO_IMAGE = "ghcr.io/krateoplatformops/kserve-krateo-runner-test"
 Obj = dict[str, Any]
-
-
-def iris_rows() -> list[Obj]:
-    """The 150 flowers of testdata/quickstart/iris.csv (id an int, features floats)."""
-    with (REPO_ROOT / "testdata" / "quickstart" / "iris.csv").open(newline="") as handle:
-        return [
-            {k: v if k == "species" else int(v) if k == "id" else float(v) for k, v in r.items()}
-            for r in csv.DictReader(handle)
-        ]
 
 
 def longrun_run(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -69,21 +58,6 @@ def sets(target: str, **paths: Any) -> list[str]:
     ]
 
 
-def class_of(prediction: Any) -> int:
-    """The class index in whatever shape a server answers (scalar, [x], {"predict": x})."""
-    while isinstance(prediction, (list, dict)):
-        prediction = (
-            next(iter(prediction.values())) if isinstance(prediction, dict) else prediction[0]
-        )
-    return int(prediction)
-
-
-def accuracy(predicted: dict[int, int]) -> float:
-    """Share of the flowers in `predicted` (id -> class) whose class is their species."""
-    truth = {row["id"]: SPECIES.index(row["species"]) for row in iris_rows()}
-    return sum(predicted[i] == truth[i] for i in predicted) / len(predicted)
-
-
 def succeeded(done: subprocess.CompletedProcess[str], run: str, *, read: int) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     assert f"InferenceRun {run}: Succeeded" in done.stderr, done.stderr[-4000:]
@@ -96,32 +70,6 @@ def tables(postgres_url: str) -> Iterator[str]:
     prefix = f"ex_{uuid.uuid4().hex[:10]}"
     yield prefix
     drop_tables(postgres_url, prefix)
-
-
-def seed_iris(url: str, table: str, *, batch: bool = False) -> None:
-    """The 150 flowers as a SQL table; with `batch`, ids up to 100 in batch "nightly"."""
-    rows = iris_rows()
-    columns: list[sa.Column[Any]] = [sa.Column("id", sa.Integer, primary_key=True)]
-    columns += [sa.Column(k, sa.Float) for k in rows[0] if k not in ("id", "species")]
-    columns += [sa.Column("species", sa.String(32))]
-    if batch:
-        columns.append(sa.Column("batch", sa.String(32)))
-        rows = [{**r, "batch": "nightly" if r["id"] <= 100 else "other"} for r in rows]
-    engine = sa.create_engine(url)
-    meta = sa.MetaData()
-    created = sa.Table(table, meta, *columns)
-    with engine.begin() as conn:
-        meta.create_all(conn)
-        conn.execute(created.insert(), rows)
-    engine.dispose()
-
-
-def sql_rows(url: str, table: str) -> list[Obj]:
-    engine = sa.create_engine(url)
-    with engine.connect() as conn:
-        rows = [dict(r._mapping) for r in conn.execute(sa.text(f"SELECT * FROM {table}"))]
-    engine.dispose()
-    return rows
 
 
 def test_iris_sql_example_writes_150_predictions_to_postgres(
@@ -149,7 +97,8 @@ def test_iris_sql_example_writes_150_predictions_to_postgres(
 def test_scheduled_example_runs_one_occurrence_now_and_names_the_next_time(
     tmp_path: Path, kserve_server: PeerServer, postgres_url: str, tables: str
 ) -> None:
-    seed_iris(postgres_url, f"{tables}_in", batch=True)
+    nightly = [{**r, "batch": "nightly" if r["id"] <= 100 else "other"} for r in iris_rows()]
+    seed_iris(postgres_url, f"{tables}_in", nightly)
     (tmp_path / "iris-db.env").write_text(f"url={postgres_url}\n")
     query = f"SELECT * FROM {tables}_in WHERE batch = :batch"
     overrides = sets(
