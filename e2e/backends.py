@@ -52,6 +52,62 @@ class KubeHandle(Protocol):
     def close(self) -> None: ...
 
 
+class HandleBase:
+    """What both handles share: the clients they hand out (closed with the handle) and kubectl
+    run with only `--kubeconfig`, its discovery cache in the backend's workdir."""
+
+    def __init__(self) -> None:
+        self._clients: list[ApiClient] = []
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        raise NotImplementedError
+
+    def _new_client(self) -> ApiClient:
+        raise NotImplementedError
+
+    def kubectl_binary(self) -> str:
+        """The kubectl this backend's tests run."""
+        raise NotImplementedError
+
+    def _workdir(self) -> Path:
+        raise NotImplementedError
+
+    def api_client(self) -> ApiClient:
+        """A configured official-client ApiClient, closed with the handle."""
+        client = self._new_client()
+        self._clients.append(client)
+        return client
+
+    def kubectl_command(self, *args: str) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of `kubectl ARGS` against this backend (for Popen)."""
+        env = {**os.environ, "KUBECACHEDIR": str(self._workdir() / "kubectl-cache")}
+        return [self.kubectl_binary(), "--kubeconfig", str(self.kubeconfig_path), *args], env
+
+    def kubectl(
+        self, *args: str, input: str | None = None, timeout: float = 20.0
+    ) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this backend (no flags but --kubeconfig)."""
+        import subprocess
+
+        argv, env = self.kubectl_command(*args)
+        return subprocess.run(
+            argv,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+
+    def close(self) -> None:
+        """Close the clients handed out (the backend itself is stopped by its owner)."""
+        for client in self._clients:
+            client.close()  # type: ignore[no-untyped-call]
+        self._clients.clear()
+
+
 def selected_backend(environ: dict[str, str] | None = None) -> str:
     """The backend `$LONGRUN_KUBE_BACKEND` names; `emulator` when unset."""
     value = (os.environ if environ is None else environ).get(ENV_VAR, "").strip() or "emulator"

@@ -3,8 +3,10 @@
 `kube_emulator` gives each test a fresh emulator (function scope); tests that
 only need isolation by namespace can share `kube_emulator_session`. Both yield
 an EmulatorHandle: the URL and kubeconfig for clients, the clock, fault
-injection and executor controls, `api_client()` for the official Python client,
-`kubectl(...)` for the real binary, and `restart()`.
+injection, `api_client()` for the official Python client, `kubectl(...)` for the
+real binary, and `restart()`. A node agent (e2e/nodeagent) runs every emulator's
+pods as scripted containers (`executor`: e2e/nodeagent/scripted.py), on the
+emulator's clock; `kube_emulator_factory(agent=False)` starts an emulator without.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import subprocess
+import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +26,7 @@ from kubernetes.client.exceptions import ApiException
 from e2e.backends import (
     BACKENDS,
     REAL_STATUS,
+    HandleBase,
     KubeHandle,
     install_crds,
     selected_backend,
@@ -31,6 +34,8 @@ from e2e.backends import (
 )
 from e2e.ci import is_ci
 from e2e.emulator import Clock, Emulator, EmulatorConfig
+from e2e.nodeagent import AgentConfig, Kube, NodeAgent, ScriptedPods
+from e2e.nodeagent.logs import KubeletTLS
 from e2e.real import AssetsNotFound, ControlPlane, StartupError, find_assets
 from e2e.real.handle import RealClusterHandle
 
@@ -48,6 +53,8 @@ __all__ = [
     "kube_emulator_session",
     "kube_real_session",
     "require_kubectl",
+    "scripted_pods_for",
+    "start_scripted_agent",
 ]
 
 T = TypeVar("T")
@@ -59,6 +66,13 @@ TEST_CONFIG = {
     "bookmark_interval": 0.2,
     "seed": None,
     "job_backoff_seconds": 0.0,
+}
+# The node agent's quick restarts, heartbeats and stops, as in its own tests.
+AGENT_TIMING = {
+    "restart_backoff": 0.2,
+    "restart_backoff_max": 1.0,
+    "renew_seconds": 1.0,
+    "shutdown_grace": 2.0,
 }
 
 
@@ -98,16 +112,22 @@ def eventually(fn: Callable[[], T], *, timeout: float = 5.0, interval: float = 0
         time.sleep(interval)
 
 
-class EmulatorHandle:
+class EmulatorHandle(HandleBase):
     """What tests use: a running emulator plus client helpers."""
 
     backend = "emulator"  # as e2e.real.RealClusterHandle's "real" (e2e/backends.py)
     has_controllers = True  # its GC, Job, CronJob and ServiceAccount controllers always run
 
-    def __init__(self, emulator: Emulator) -> None:
+    def __init__(self, emulator: Emulator, *, agent: bool = True) -> None:
+        super().__init__()
         self.emulator = emulator
-        self._clients: list[ApiClient] = []
         self._ns = itertools.count(1)
+        self.pods = ScriptedPods()
+        self.agent: NodeAgent | None = None
+        if agent:
+            self.agent = start_scripted_agent(
+                Kube(self.api_client()), self.pods, emulator.workdir / "node", now=emulator.clock
+            )
 
     @property
     def url(self) -> str:
@@ -126,14 +146,18 @@ class EmulatorHandle:
         return self.emulator.faults
 
     @property
-    def executor(self) -> Any:
-        return self.emulator.executor
+    def executor(self) -> ScriptedPods:
+        """The scripted pods of this emulator's node agent (script, finish, killed...)."""
+        return self.pods
 
-    def api_client(self) -> ApiClient:
-        """An ApiClient for this emulator, closed when the fixture ends."""
-        client = self.emulator.api_client()
-        self._clients.append(client)
-        return client
+    def _new_client(self) -> ApiClient:
+        return self.emulator.api_client()
+
+    def kubectl_binary(self) -> str:
+        return require_kubectl()
+
+    def _workdir(self) -> Path:
+        return self.emulator.workdir
 
     def restart(self) -> None:
         self.emulator.restart()
@@ -149,31 +173,78 @@ class EmulatorHandle:
         self.emulator.api.create(rt, "", {"metadata": {"name": name}})
         return name
 
-    def kubectl(
-        self, *args: str, input: str | None = None, timeout: float = 20.0
-    ) -> subprocess.CompletedProcess[str]:
-        """Run the real kubectl against this emulator (no flags but --kubeconfig)."""
-        binary = require_kubectl()
-        env = {**os.environ, "KUBECACHEDIR": str(self.emulator.workdir / "kubectl-cache")}
-        return subprocess.run(
-            [binary, "--kubeconfig", str(self.kubeconfig_path), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-
     def close(self) -> None:
-        for client in self._clients:
-            client.close()  # type: ignore[no-untyped-call]
-        self._clients.clear()
+        if self.agent is not None:
+            self.agent.stop()
+            self.agent = None
+        super().close()
 
 
-def _start(**overrides: Any) -> tuple[Emulator, EmulatorHandle]:
+def start_scripted_agent(
+    kube: Kube,
+    pods: ScriptedPods,
+    workdir: Path,
+    *,
+    now: Clock | None = None,
+    namespaces: tuple[str, ...] | None = None,
+    node_name: str = "longrun-node",
+    kubelet_tls: KubeletTLS | None = None,
+) -> NodeAgent:
+    """A node agent that runs every pod it takes as a scripted container (`pods`)."""
+    settings: dict[str, Any] = {
+        "workdir": workdir,
+        "node_name": node_name,
+        "namespaces": namespaces,
+        "scripted": pods,
+        "kubelet_tls": kubelet_tls,
+        **AGENT_TIMING,
+    }
+    if now is not None:  # kubelet timestamps on the emulator's clock, as its controllers read
+        settings["now"] = now.now
+    return NodeAgent(AgentConfig(**settings), kube).start()
+
+
+def scripted_pods_for(
+    handle: KubeHandle, namespace: str, workdir: Path
+) -> tuple[ScriptedPods, Callable[[], None]]:
+    """Scripted pods for `namespace` and how to stop what runs them: on the emulator its own
+    node agent's (nothing to stop); on a real control plane a node agent of the namespace's
+    own, whose log server the API server trusts (`pods/log`), its Node deleted at stop."""
+    if isinstance(handle, EmulatorHandle):
+        return handle.pods, lambda: None
+    from e2e.real.handle import RealClusterHandle
+
+    assert isinstance(handle, RealClusterHandle)
+    node, plane, pods = f"node-{namespace}", handle.plane, ScriptedPods()
+    pair = plane.issue_kubelet_certificate(node, hostname=socket.gethostname())
+    kube = Kube(handle.api_client())
+    agent = start_scripted_agent(
+        kube,
+        pods,
+        workdir,
+        namespaces=(namespace,),
+        node_name=node,
+        kubelet_tls=KubeletTLS(pair.cert, pair.key, plane.ca_cert_path),
+    )
+
+    def stop() -> None:
+        agent.stop()
+        try:
+            kube.core.delete_node(node)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    return pods, stop
+
+
+def _start(*, agent: bool = True, **overrides: Any) -> tuple[Emulator, EmulatorHandle]:
     emulator = Emulator(EmulatorConfig(**{**TEST_CONFIG, **overrides})).start()
-    return emulator, EmulatorHandle(emulator)
+    try:
+        return emulator, EmulatorHandle(emulator, agent=agent)
+    except BaseException:
+        emulator.stop()
+        raise
 
 
 @pytest.fixture
@@ -189,7 +260,8 @@ def kube_emulator() -> Iterator[EmulatorHandle]:
 
 @pytest.fixture
 def kube_emulator_factory() -> Iterator[Callable[..., EmulatorHandle]]:
-    """Start emulators with EmulatorConfig overrides, e.g. `factory(job_backoff_seconds=10)`."""
+    """Start emulators with EmulatorConfig overrides, e.g. `factory(job_backoff_seconds=10)`;
+    `factory(agent=False)` for one whose pods no node agent runs."""
     started: list[tuple[Emulator, EmulatorHandle]] = []
 
     def factory(**overrides: Any) -> EmulatorHandle:

@@ -108,15 +108,13 @@ class System:
 
     def _start_backend(self) -> KubeHandle:
         if self.backend == "emulator":
-            config = EmulatorConfig(
-                job_backoff_seconds=0.0, bookmark_interval=1.0, builtin_kubelet=False
-            )
+            config = EmulatorConfig(job_backoff_seconds=0.0, bookmark_interval=1.0)
             (self.workdir / "emulator").mkdir(exist_ok=True)
             self.emulator = Emulator(
                 config, clock=Clock(start=self._clock_start), workdir=self.workdir / "emulator"
             )
             self.emulator.start()
-            return EmulatorHandle(self.emulator)
+            return EmulatorHandle(self.emulator, agent=False)  # its own agent runs the pods
         from e2e.real.assets import AssetsNotFound, find_assets
         from e2e.real.controlplane import ControlPlane
         from e2e.real.handle import RealClusterHandle

@@ -1,12 +1,11 @@
 """A Kubernetes API emulator for tests: real HTTP, kube-apiserver semantics, built-in controllers.
 
-See e2e/README.md for usage, the pod-executor interface, fault injection and the
+See e2e/README.md for usage, fault injection, the node agent that runs pods, and the
 list of known divergences from a real kube-apiserver.
 """
 
 from .clock import Clock
 from .emulator import Emulator, EmulatorConfig
-from .executors import PodExecutor, PodHandle, ScriptedExecutor
 from .faults import Faults
 
 __all__ = [
@@ -14,7 +13,4 @@ __all__ = [
     "Emulator",
     "EmulatorConfig",
     "Faults",
-    "PodExecutor",
-    "PodHandle",
-    "ScriptedExecutor",
 ]

@@ -449,7 +449,10 @@ class Api(ListingMixin, DeletionMixin):
         new["metadata"]["generation"] = gen + 1 if body(new) != body(old) else gen
 
     def _is_released(self, obj: Obj) -> bool:
-        """Deleting, no finalizers left, and (for pods) the kubelet reported it stopped."""
+        """Deleting, no finalizers left, and no grace period running (the generic store's
+        ShouldDeleteDuringUpdate): a pod deleted gracefully waits for its kubelet's delete
+        with grace 0; one deleted with grace 0 (say, never bound) goes with its last
+        finalizer."""
         meta = obj["metadata"]
         if (
             not meta.get("deletionTimestamp")
@@ -457,9 +460,7 @@ class Api(ListingMixin, DeletionMixin):
             or self._spec_finalizers(obj)
         ):
             return False
-        if obj.get("kind") == "Pod":
-            return (obj.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        return True
+        return not meta.get("deletionGracePeriodSeconds")
 
     def _spec_finalizers(self, obj: Obj) -> list[str]:
         if obj.get("kind") == "Namespace":

@@ -1,8 +1,10 @@
 """The emulator in a child process, for measurements: its CPU is then its own.
 
-`python -m e2e.emulator.child [--summary JSON]` starts an emulator (scripting every pod to
-exit 0 with `--summary` as its termination message when given), prints its URL and kubeconfig
-path on one line, and answers commands on stdin, one line each, until stdin closes:
+`python -m e2e.emulator.child [--summary JSON]` starts an emulator, and a node agent in a
+process of its own (so that its CPU is not the emulator's) that runs every pod as a scripted
+container exiting 0, with `--summary` as its termination message when given; it prints the
+emulator's URL and kubeconfig path on one line, and answers commands on stdin, one line
+each, until stdin closes:
 
 - `cpu`: user and system CPU seconds of the process so far;
 - `idle`: `ok` once the built-in controllers have nothing queued and every watch stream has
@@ -27,8 +29,7 @@ def serve(summary: str | None) -> int:
     from e2e.emulator import Emulator, EmulatorConfig
 
     emu = Emulator(EmulatorConfig()).start()
-    if summary is not None:
-        emu.executor.script(exit_code=0, message=summary)
+    agent = _start_agent(emu.kubeconfig_path, emu.workdir, summary or "")
     print(emu.url, emu.kubeconfig_path, flush=True)
     for line in sys.stdin:
         cmd = line.strip()
@@ -37,8 +38,27 @@ def serve(summary: str | None) -> int:
             print(t.user, t.system, flush=True)
         elif cmd == "idle":
             print("ok" if _idle(emu) else "busy", flush=True)
+    agent.terminate()
+    agent.wait(timeout=30)
     emu.stop()
     return 0
+
+
+def _start_agent(kubeconfig: Path, workdir: Path, message: str) -> subprocess.Popen[bytes]:
+    """`python -m e2e.nodeagent --scripted MESSAGE`, awaited until its Node is registered."""
+    ready = workdir / "nodeagent.ready"
+    argv = [sys.executable, "-m", "e2e.nodeagent", "--kubeconfig", str(kubeconfig)]
+    argv += ["--workdir", str(workdir / "node"), "--ready-file", str(ready)]
+    argv += ["--log-level", "WARNING", f"--scripted={message}"]
+    root = Path(__file__).resolve().parents[2]
+    agent = subprocess.Popen(argv, cwd=root, env={**os.environ, "PYTHONPATH": str(root)})
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        if agent.poll() is not None or time.monotonic() > deadline:
+            agent.kill()
+            raise RuntimeError("the node agent did not start (see its output above)")
+        time.sleep(0.05)
+    return agent
 
 
 def _idle(emu: Any, timeout: float = 120.0) -> bool:

@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -23,13 +22,12 @@ from .clock import Clock, Timers
 from .codec import EncodingCache
 from .crd import resource_types
 from .cronjobs import CronJobController
-from .executors import PodExecutor, ScriptedExecutor
 from .faults import Faults
 from .gc import GarbageCollector
 from .jobs import JobController
-from .kubelet import Kubelet
 from .kubeletproxy import KubeletClient
 from .manager import Manager
+from .podgc import PodGC
 from .rbacpolicy import ClusterRoleAggregator, bootstrap
 from .registry import Registry
 from .security import Security
@@ -55,9 +53,8 @@ class EmulatorConfig:
     # Base of the Job controller's exponential delay before replacing failed pods.
     job_backoff_seconds: float = 10.0
     seed: int | None = None
-    # False: pods are not run here but by a node agent over the API (e2e/nodeagent), which
+    # Pods are not run here but by a node agent over the API (e2e/nodeagent), which
     # registers a Node, binds pods (pods/binding) and writes their status.
-    builtin_kubelet: bool = True
     # How `pods/log` reaches a node agent's kubelet endpoint (kube-apiserver's --kubelet-*).
     kubelet_client: KubeletClient | None = None
 
@@ -100,7 +97,6 @@ class Emulator:
         config: EmulatorConfig | None = None,
         *,
         clock: Clock | None = None,
-        executor: Callable[[Timers], PodExecutor] | None = None,
         workdir: str | Path | None = None,
     ) -> None:
         self.config = config or EmulatorConfig()
@@ -118,10 +114,6 @@ class Emulator:
         self.timers = Timers(self.clock)
         self.encodings = EncodingCache()  # answers and watch events share encodings
         self.manager = Manager(timers=self.timers)
-        self.executor: Any = (executor or ScriptedExecutor)(self.timers)
-        self.kubelet = Kubelet(
-            self.api, manager=self.manager, timers=self.timers, executor=self.executor
-        )
         self.faults = Faults(drop_watches=self.drop_watches)
         # Authentication, RBAC and validating admission (PodSecurity): security.py.
         self.security = Security(self.api)
@@ -135,15 +127,15 @@ class Emulator:
         self._watch_lock = threading.Lock()
         self._port = self.config.port
         self.api.on_crd_write = self._register_crd
-        if not self.config.builtin_kubelet:
-            self.api.on_pod_graceful_delete = awaits_kubelet
+        # Pods are run by a node agent (e2e/nodeagent), never by the emulator itself.
+        self.api.on_pod_graceful_delete = awaits_kubelet
         for ctrl in (
             GarbageCollector(self.api),
-            *((self.kubelet,) if self.config.builtin_kubelet else ()),
             JobController(
                 self.api, manager=self.manager, backoff_seconds=self.config.job_backoff_seconds
             ),
             CronJobController(self.api, manager=self.manager),
+            PodGC(self.api),
             ServiceAccounts(self.api),
             ClusterRoleAggregator(self.api),
         ):
@@ -196,9 +188,6 @@ class Emulator:
         self._shutdown_server()
         self.manager.stop()
         self.timers.stop()
-        close = getattr(self.executor, "close", None)
-        if close:
-            close()
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
         changed = self.store.verify_unchanged()

@@ -56,16 +56,19 @@ class KubeletClient:
 
 
 def node_of(store: Store, pod: Obj) -> Obj | None:
-    """The stored Node the pod is bound to; None for pods the emulator runs itself."""
+    """The stored Node the pod is bound to; None for a pod bound to no node (yet)."""
     node_name = pod["spec"].get("nodeName")
     return store.get("nodes", "", node_name) if node_name else None
 
 
-def serve_log(handler: Handler, pod: Obj, node: Obj, client: KubeletClient | None) -> None:
+def serve_log(handler: Handler, pod: Obj, node: Obj | None, client: KubeletClient | None) -> None:
     """Answer `GET pods/<name>/log` with what the node's kubelet answers."""
     name = pod["metadata"]["name"]
     container = _container(pod, handler.query.get("container") or "")
     _validate(handler.query, name)
+    if node is None:  # kube-apiserver's LogLocation: no node, no location, an empty stream
+        handler._send(200, b"", "text/plain")
+        return
     host, port = _endpoint(node)
     path = "/containerLogs/{}/{}/{}".format(
         *(quote(p, safe="") for p in (pod["metadata"]["namespace"], name, container))

@@ -20,7 +20,6 @@ from . import codec, discovery, kubeletproxy, protobuf
 from .authn import ADMIN, Identity
 from .binding import bind
 from .errors import ApiError, bad_request
-from .kubelet import log_options
 from .options import DeleteOptions, Request
 from .registry import ResourceType
 from .watching import WatchStream
@@ -270,11 +269,7 @@ class Handler(FastHeadersHandler):
         if verb == "get" and route.subresource == "log":
             pod = api.get(rt, ns, name)
             node = kubeletproxy.node_of(emu.store, pod)  # run by a node agent: ask its kubelet
-            if node is not None:
-                kubeletproxy.serve_log(self, pod, node, emu.config.kubelet_client)
-                return
-            text = emu.kubelet.logs(ns, name, **log_options(self.query))
-            self._send(200, text.encode(), "text/plain")
+            kubeletproxy.serve_log(self, pod, node, emu.config.kubelet_client)
         elif verb == "get":
             self._send_obj(200, rt, api.get(rt, ns, name))
         elif verb == "list":

@@ -7,5 +7,6 @@ test, `python -m e2e.nodeagent --kubeconfig PATH` beside a control plane.
 from .agent import NodeAgent
 from .config import AgentConfig, default_images
 from .kube import ApiError, Kube
+from .scripted import ScriptedPods
 
-__all__ = ["AgentConfig", "ApiError", "Kube", "NodeAgent", "default_images"]
+__all__ = ["AgentConfig", "ApiError", "Kube", "NodeAgent", "ScriptedPods", "default_images"]

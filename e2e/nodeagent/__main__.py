@@ -23,6 +23,7 @@ from .agent import NodeAgent
 from .config import DEFAULT_NODE_NAME, DEFAULT_SCHEDULER, AgentConfig, default_images
 from .kube import Kube
 from .logs import KubeletTLS
+from .scripted import ScriptedPods
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -62,6 +63,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--port", type=int, default=0, help="the log server's port (0: any)")
     parser.add_argument("--ready-file", type=Path, help="touched once the agent is ready")
+    parser.add_argument(
+        "--scripted",
+        nargs="?",
+        const="",
+        metavar="MESSAGE",
+        help="run every container as a scripted one (scripted.py) that exits 0 at once, with "
+        "MESSAGE as its termination message: for measurements of what is around pods",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser.parse_args(argv)
 
@@ -80,6 +89,12 @@ def kubelet_tls(args: argparse.Namespace) -> KubeletTLS | None:
     return None if cert is None else KubeletTLS(cert, key, client_ca)
 
 
+def _scripted(message: str) -> ScriptedPods:
+    pods = ScriptedPods()
+    pods.script(exit_code=0, message=message)
+    return pods
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     tls = kubelet_tls(args)
@@ -96,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         restart_backoff=args.restart_backoff,
         kubelet_tls=tls,
         kubelet_port=args.port,
+        scripted=None if args.scripted is None else _scripted(args.scripted),
     )
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

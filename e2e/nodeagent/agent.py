@@ -121,6 +121,8 @@ class NodeAgent:
     def __init__(self, config: AgentConfig, kube: Kube) -> None:
         self.config = config
         self.kube = kube
+        if config.scripted is not None:
+            config.scripted.attach(config.workdir / "scripted", kube)
         self.queue = WorkQueue()
         self.informers = PodInformers(
             kube.pod_lister,

@@ -14,11 +14,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from controller.core.settings import DEFAULT_IMAGE
 from local.podspec import ImageMap
 
 from .logs import KubeletTLS
+
+if TYPE_CHECKING:
+    from .scripted import ScriptedPods
 
 DEFAULT_NODE_NAME = "longrun-node"
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -75,6 +79,8 @@ class AgentConfig:
     # certificate, anonymous clients. Port 0 picks a free one (the Node's `daemonEndpoints`).
     kubelet_tls: KubeletTLS | None = None
     kubelet_port: int = 0
+    # Containers whose outcome a test scripts (scripted.py) instead of running their image.
+    scripted: ScriptedPods | None = None
 
     @property
     def claims_root(self) -> Path:

@@ -1,6 +1,7 @@
 """Which local program stands in for a container's image.
 
-In order (an image with an `--image-map IMAGE=COMMAND` entry skips 1 and 2):
+A container that `config.scripted` takes runs the test's scripted program (scripted.py).
+Otherwise, in order (an image with an `--image-map IMAGE=COMMAND` entry skips 1 and 2):
 1. A ModelDeployment's runtime image (the chart's `SERVING_IMAGE_*` values, read from the
    same environment as the controller, any tag): `local.runtimes.local_server`, the one
    mapping `longrun serve` uses too, given the pod's address as the server's host and the
@@ -58,6 +59,9 @@ def launch(
     container: Obj, *, pod: Obj, root: Path, host: str, config: AgentConfig, images: ServingImages
 ) -> Launch:
     """The local program for `container`; PodSetupError (ErrImagePull) when there is none."""
+    if config.scripted is not None and config.scripted.takes(container):
+        argv, run = config.scripted.command(container, pod=pod)
+        return Launch(argv, (), run)
     image = str(container.get("image") or "")
     mapped = image in config.images.commands or image_repository(image) in config.images.commands
     kind = None if mapped else runtime_of_image(image, images)

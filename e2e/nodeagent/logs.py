@@ -100,7 +100,12 @@ class LogServer(ThreadingHTTPServer):
         return int(self.server_address[1])
 
     def start(self) -> LogServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="kubelet-logs", daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever,
+            kwargs={"poll_interval": 0.05},  # stop() waits for the next poll
+            name="kubelet-logs",
+            daemon=True,
+        )
         self._thread.start()
         return self
 

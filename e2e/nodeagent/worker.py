@@ -148,6 +148,8 @@ class PodWorker:
         shutil.rmtree(self.root, ignore_errors=True)
 
     def _request_stop(self, grace: float, *, silent: bool) -> None:
+        if self.config.scripted is not None:
+            self.config.scripted.stopping(self.pod)
         with self._lock:
             self._silent = self._silent or silent
             if not self._stop.is_set():

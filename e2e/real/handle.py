@@ -3,19 +3,19 @@
 Same names as `e2e.fixtures.EmulatorHandle` (`url`, `kubeconfig_path`,
 `api_client()`, `namespace()`, `kubectl()`, `close()`), so a suite written
 against one runs on the other; `backend` says which it is. What only the
-emulator has (a fake clock, fault injection, the scripted pod executor,
-`restart()`) is absent here on purpose: a test that needs it is an emulator test.
+emulator has (a fake clock, fault injection, `restart()`, a node agent of its own)
+is absent here on purpose: a test that needs it is an emulator test.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import secrets
-import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from e2e.backends import HandleBase
 
 from .controlplane import ControlPlane
 
@@ -25,14 +25,14 @@ if TYPE_CHECKING:
 SA_WAIT_SECONDS = 10.0
 
 
-class RealClusterHandle:
+class RealClusterHandle(HandleBase):
     """A running ControlPlane plus client helpers."""
 
     backend = "real"
 
     def __init__(self, plane: ControlPlane) -> None:
+        super().__init__()
         self.plane = plane
-        self._clients: list[ApiClient] = []
         self._admin: ApiClient | None = None
         self._ns = itertools.count(1)
 
@@ -56,11 +56,20 @@ class RealClusterHandle:
 
             pytest.skip(f"real control plane: {reason}; this test needs its controllers")
 
-    def api_client(self) -> ApiClient:
-        """An admin ApiClient for this control plane, closed with the handle."""
-        client = self.plane.api_client()
-        self._clients.append(client)
-        return client
+    def _new_client(self) -> ApiClient:
+        return self.plane.api_client()
+
+    def kubectl_binary(self) -> str:
+        """The assets' own kubectl when present, else the machine's."""
+        binary = self.plane.kubectl_binary()
+        if binary is None:
+            from e2e.fixtures import require_kubectl
+
+            return require_kubectl()
+        return str(binary)
+
+    def _workdir(self) -> Path:
+        return self.plane.workdir
 
     def namespace(self, prefix: str = "test") -> str:
         """Create a fresh namespace and return its name (once its `default` SA exists)."""
@@ -73,31 +82,9 @@ class RealClusterHandle:
             _wait_for_default_service_account(core, name)
         return name
 
-    def kubectl(
-        self, *args: str, input: str | None = None, timeout: float = 20.0
-    ) -> subprocess.CompletedProcess[str]:
-        """Run kubectl (the assets' own when present) with only --kubeconfig."""
-        binary = self.plane.kubectl_binary()
-        if binary is None:
-            from e2e.fixtures import require_kubectl
-
-            binary = Path(require_kubectl())
-        env = {**os.environ, "KUBECACHEDIR": str(self.plane.workdir / "kubectl-cache")}
-        return subprocess.run(
-            [str(binary), "--kubeconfig", str(self.kubeconfig_path), *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            check=False,
-        )
-
     def close(self) -> None:
         """Close the clients handed out; the control plane itself is stopped by its owner."""
-        for api in self._clients:
-            api.close()  # type: ignore[no-untyped-call]
-        self._clients.clear()
+        super().close()
         self._admin = None
 
     def _admin_client(self) -> ApiClient:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from e2e.fixtures import eventually, kube_real_session
@@ -269,7 +270,7 @@ def _manifests(tmp_path: Path, model_url: str) -> str:
         "metadata": {"name": "big"},
         "spec": {"configRef": {"name": "big"}, "timeoutSeconds": 900},
     }
-    return "\n---\n".join(json.dumps(doc) for doc in (config, run))
+    return "---\n".join(yaml.safe_dump(doc) for doc in (config, run))
 
 
 def _output_ids(out: Path) -> list[int]:

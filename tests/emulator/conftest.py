@@ -82,15 +82,17 @@ WIDGET_CRD: dict[str, Any] = {
 
 @dataclass
 class K8s:
-    """Official-client APIs for one emulator and a namespace to work in."""
+    """Official-client APIs for one backend (an emulator unless a test says otherwise) and a
+    namespace to work in; `scripted`: its scripted pods, where a test sets them."""
 
-    emu: EmulatorHandle
+    emu: Any  # EmulatorHandle, or a RealClusterHandle in the backend-switched scenarios
     ns: str
     core: Any
     batch: Any
     custom: Any
     ext: Any
     coord: Any
+    scripted: Any = None
 
     def widget(self, name: str, spec: dict[str, Any], **meta: Any) -> dict[str, Any]:
         body = {
@@ -105,7 +107,7 @@ class K8s:
         return self.custom.get_namespaced_custom_object(GROUP, VERSION, self.ns, PLURAL, name)
 
 
-def make_k8s(handle: EmulatorHandle) -> K8s:
+def make_k8s(handle: Any) -> K8s:
     from kubernetes import client
 
     api = handle.api_client()

@@ -2,7 +2,8 @@
 
 Real: the official client over HTTP; croniter computes schedules like the real
 controller's cron library. Faked: time (the emulator clock is advanced by the
-tests, nobody sleeps for a minute) and pods (ScriptedExecutor).
+tests, nobody sleeps for a minute) and what pods do (scripted containers, run by
+the node agent: e2e/nodeagent/scripted.py).
 """
 
 from __future__ import annotations

@@ -125,7 +125,13 @@ def job_with_pod(k8s) -> None:
         },
     }
     k8s.batch.create_namespaced_job(k8s.ns, body)
-    eventually(lambda: k8s.core.list_namespaced_pod(k8s.ns, label_selector="job-name=j").items)
+    eventually(
+        lambda: [
+            p
+            for p in k8s.core.list_namespaced_pod(k8s.ns, label_selector="job-name=j").items
+            if p.status.phase == "Running"
+        ]
+    )
 
 
 def test_job_delete_without_policy_orphans_pods_with_warning(k8s):
@@ -140,7 +146,7 @@ def test_job_delete_with_background_policy_deletes_pods(k8s):
     job_with_pod(k8s)
     k8s.batch.delete_namespaced_job("j", k8s.ns, propagation_policy="Background")
     eventually(lambda: not k8s.core.list_namespaced_pod(k8s.ns).items)
-    assert "j" in k8s.emu.executor.killed[0]
+    assert k8s.emu.executor.killed and "j" in k8s.emu.executor.killed[0]
 
 
 def test_namespace_deletion_empties_it_then_disappears(k8s):

@@ -71,7 +71,8 @@ def test_faults_match_subresources_separately(widgets):
         )
 
 
-def test_drop_watches_cuts_open_streams(k8s):
+def test_drop_watches_cuts_open_streams(k8s_factory):
+    k8s = k8s_factory(agent=False)  # no node agent: its watches would count too
     ended = threading.Event()
 
     def run() -> None:

@@ -1,9 +1,11 @@
-"""One scenario suite, two real clients: the official Python client and the kubectl binary.
+"""One scenario suite, two real clients (the official Python client and the kubectl binary),
+on the backend LONGRUN_KUBE_BACKEND names (the emulator by default, or a real control plane).
 
 Each scenario is written once against a small Driver interface and runs through
-both drivers. Real: both clients, HTTP, discovery, OpenAPI negotiation, watch
-streams. Faked: pods (ScriptedExecutor). kubectl scenarios skip without
-/usr/bin/kubectl, and fail instead when CI is set.
+both drivers. Real: both clients, the backend, HTTP, discovery, OpenAPI negotiation,
+watch streams, the node agent running pods. Faked: what pods do (scripted containers,
+e2e/nodeagent/scripted.py). kubectl scenarios skip without /usr/bin/kubectl, and fail
+instead when CI is set.
 """
 
 from __future__ import annotations
@@ -13,14 +15,17 @@ import queue
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 from kubernetes import watch
 from kubernetes.client.exceptions import ApiException
 
-from e2e.fixtures import eventually, require_kubectl
+from e2e.backends import KubeHandle, selected_backend
+from e2e.fixtures import EmulatorHandle, eventually, require_kubectl, scripted_pods_for
+from tests.emulator.conftest import K8s, make_k8s
 
 Obj = dict[str, Any]
 G, V = "example.com", "v1"
@@ -32,6 +37,28 @@ class ClientError(Exception):
     def __init__(self, status: int, text: str) -> None:
         super().__init__(text)
         self.status = status
+
+
+# On a real control plane nothing says when kubectl's watch is open: it gets this long.
+REAL_WATCH_OPENS = 2.0
+
+
+@pytest.fixture
+def k8s(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[K8s]:
+    """Clients, a fresh namespace and scripted pods on the selected backend (a fresh emulator
+    on the default one, the session's control plane on the real one)."""
+    if selected_backend() == "real":
+        handle: KubeHandle = request.getfixturevalue("kube_real_session")
+        handle.require_controllers()
+    else:
+        handle = request.getfixturevalue("kube_emulator")
+    bundle = make_k8s(handle)
+    scripted, stop = scripted_pods_for(handle, bundle.ns, tmp_path / "node")
+    bundle.scripted = scripted
+    try:
+        yield bundle
+    finally:
+        stop()
 
 
 class Driver(Protocol):
@@ -62,7 +89,7 @@ class PythonDriver:
     def apply(self, obj: Obj) -> None:
         try:
             if obj["kind"] == "CustomResourceDefinition":
-                self.k.ext.create_custom_resource_definition(obj)
+                self._create_crd(obj)
             elif obj["kind"] == "Widget":
                 self.k.custom.create_namespaced_custom_object(G, V, self.k.ns, "widgets", obj)
             else:
@@ -70,6 +97,15 @@ class PythonDriver:
                 getattr(api, f"create_namespaced_{kind}")(self.k.ns, obj)
         except ApiException as exc:
             raise ClientError(exc.status, exc.body) from None
+
+    def _create_crd(self, obj: Obj) -> None:
+        """Create, or keep the one there (as `kubectl apply` would; a real control plane is
+        shared by the session)."""
+        try:
+            self.k.ext.create_custom_resource_definition(obj)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
 
     def get(self, plural: str, name: str) -> Obj:
         if plural == "widgets":
@@ -153,7 +189,7 @@ class KubectlDriver:
 
     def __init__(self, k8s: Any) -> None:
         self.k = k8s
-        self.bin = require_kubectl()
+        require_kubectl()  # skip (fail in CI) before anything runs without it
 
     def run(self, *args: str, input: str | None = None) -> str:
         out = self.k.emu.kubectl(*args, input=input)
@@ -181,10 +217,7 @@ class KubectlDriver:
         self.run("delete", plural, name, "-n", self.k.ns, f"--cascade={cascade}", "--timeout=20s")
 
     def watch(self, plural: str, action: Callable[[], None], expect: int) -> list[tuple[str, str]]:
-        env_cmd = [
-            self.bin,
-            "--kubeconfig",
-            str(self.k.emu.kubeconfig_path),
+        argv, env = self.k.emu.kubectl_command(
             "get",
             plural,
             "-n",
@@ -193,18 +226,15 @@ class KubectlDriver:
             "--output-watch-events",
             "-o",
             'jsonpath={.type} {.object.metadata.name}{"\\n"}',
-        ]
-        import os
-
-        env = {**os.environ, "KUBECACHEDIR": str(self.k.emu.emulator.workdir / "kubectl-cache")}
+        )
         proc = subprocess.Popen(
-            env_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
         lines: queue.Queue[str] = queue.Queue()
         reader = threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []])
         reader.start()
         try:
-            eventually(lambda: self._watching(plural), timeout=5)
+            self._await_watch(plural)
             action()
             out: list[tuple[str, str]] = []
             deadline = time.monotonic() + 10
@@ -220,9 +250,14 @@ class KubectlDriver:
             proc.communicate(timeout=10)
             reader.join(5)
 
-    def _watching(self, plural: str = "widgets") -> bool:
-        """kubectl has opened its watch (an emulator-side check, to avoid sleeping)."""
-        return any(w.key == f"{plural}.{G}" for w in self.k.emu.emulator.open_watches())
+    def _await_watch(self, plural: str) -> None:
+        """Until kubectl has opened its watch: the emulator can tell, a real server cannot."""
+        handle = self.k.emu
+        if not isinstance(handle, EmulatorHandle):
+            time.sleep(REAL_WATCH_OPENS)
+            return
+        key = f"{plural}.{G}"
+        eventually(lambda: any(w.key == key for w in handle.emulator.open_watches()), timeout=5)
 
 
 @pytest.fixture(params=["python", pytest.param("kubectl", marks=pytest.mark.requires_service)])
@@ -240,8 +275,15 @@ def widget(name: str, size: int = 1, **labels: str) -> Obj:
 
 
 @pytest.fixture
-def with_crd(driver: Driver, widget_crd: Obj) -> Driver:
+def with_crd(driver: Driver, widget_crd: Obj, k8s: K8s) -> Driver:
     driver.apply(widget_crd)
+    name = widget_crd["metadata"]["name"]
+    eventually(  # instant on the emulator; a real server first checks names and schema
+        lambda: any(
+            c.type == "Established" and c.status == "True"
+            for c in k8s.ext.read_custom_resource_definition(name).status.conditions or []
+        )
+    )
     return driver
 
 
@@ -318,9 +360,10 @@ def job(name: str) -> Obj:
     ("cascade", "pods_left"), [("background", 0), ("foreground", 0), ("orphan", 1)]
 )
 def test_delete_job_with_cascade(driver, k8s, cascade, pods_left):
-    k8s.emu.executor.script(job="j", hold=True)
+    k8s.scripted.script(job="j", hold=True)
     driver.apply(job("j"))
     eventually(lambda: driver.names("pods"))
     driver.delete("jobs", "j", cascade)
     eventually(lambda: driver.names("jobs") == [])
-    eventually(lambda: len(driver.names("pods")) == pods_left)
+    # A pod's deletion waits for its node agent to stop a real process.
+    eventually(lambda: len(driver.names("pods")) == pods_left, timeout=30)

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from e2e.backends import KubeHandle, selected_backend, skip_real
+from e2e.fixtures import require_kubectl
 from e2e.real import Assets, AssetsNotFound, ControlPlane, ControlPlaneOptions, StartupError
 from e2e.real.assets import find_assets
 from e2e.real.controlplane import remove_stale_workdirs
@@ -162,7 +163,7 @@ def test_the_cluster_command_serves_until_interrupted(tmp_path: Path) -> None:
         assert proc.stdout is not None
         kubeconfig = Path(proc.stdout.readline().strip())
         try:
-            kubectl = Path(real_assets().directory / "kubectl")
+            kubectl = real_assets().binary("kubectl") or require_kubectl()  # kubectl is optional
             listed = subprocess.run(
                 [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "crd", "-o", "name"],
                 capture_output=True, text=True, timeout=30, check=True,
@@ -204,7 +205,7 @@ def test_service_account_tokens_are_signed_and_rbac_applies(
     assert token.returncode == 0, token.stderr
     plane = kube_real_session.plane
     as_service_account = [  # the token alone: no client certificate from the kubeconfig
-        str(plane.kubectl_binary()), "--kubeconfig=/dev/null", f"--server={plane.url}",
+        kube_real_session.kubectl_binary(), "--kubeconfig=/dev/null", f"--server={plane.url}",
         f"--certificate-authority={plane.ca_cert_path}", f"--token={token.stdout.strip()}",
     ]  # fmt: skip
     denied = subprocess.run(

@@ -2,7 +2,7 @@
 
 Real: the node agent (e2e/nodeagent) running pods as local processes (`python -c ...`,
 through local/podspec and local/executor), talking HTTP to either backend: the API
-emulator with its built-in kubelet off (`builtin_kubelet=False`), or, when its binaries
+emulator without its own node agent (`agent=False`), or, when its binaries
 are found, a private kube-apiserver + etcd + kube-controller-manager (e2e/real), whose
 Job controller, garbage collector and PodSecurity admission act on the agent's pods.
 Faked: nothing; the emulator's Job back-off base is 1 s (the real controller's is 10 s)
@@ -232,7 +232,7 @@ def backend_handle(request: pytest.FixtureRequest, backend: str) -> KubeHandle:
         handle.require_controllers()
         return handle
     factory = request.getfixturevalue("kube_emulator_factory")
-    emulator: KubeHandle = factory(builtin_kubelet=False, job_backoff_seconds=1.0)
+    emulator: KubeHandle = factory(agent=False, job_backoff_seconds=1.0)
     return emulator
 
 

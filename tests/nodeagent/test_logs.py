@@ -97,9 +97,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
         pki = kubelet_pki(tmp_path / "pki", hostname=hostname)
         kubelet_client = KubeletClient(pki.client.cert, pki.client.key, pki.ca)
         factory = request.getfixturevalue("kube_emulator_factory")
-        handle = factory(
-            builtin_kubelet=False, job_backoff_seconds=1.0, kubelet_client=kubelet_client
-        )
+        handle = factory(agent=False, job_backoff_seconds=1.0, kubelet_client=kubelet_client)
     api = handle.api_client()
     ns = handle.namespace("logs")
     cluster = Cluster(handle, ns, tmp_path, api, client.CoreV1Api(api), client.BatchV1Api(api))

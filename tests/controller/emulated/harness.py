@@ -1,17 +1,29 @@
-"""Helpers for controller integration tests on the API emulator (no pytest fixtures here)."""
+"""Helpers for controller integration tests on either backend (no pytest fixtures here).
+
+`Env` is one backend (`env.kube`: the API emulator, or a real control plane), a fresh
+namespace, official-client APIs, the controllers a test starts, and the scripted pods
+(`env.scripted`, e2e/nodeagent/scripted.py) of the node agent that runs that namespace's
+pods. What only the emulator has (its clock, fault injection, `restart()`) is reached
+through `env.emu`, in tests marked `emulator_only`.
+"""
 
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
 
 from controller.core.settings import Settings
-from controller.crds import generate_crds
 from controller.runtime.manager import Manager
-from e2e.fixtures import EmulatorHandle, eventually
+from e2e.backends import KubeHandle, install_crds
+from e2e.fixtures import EmulatorHandle, eventually, scripted_pods_for
+from e2e.nodeagent import ScriptedPods
 
 GROUP, VERSION = "longrun.dev", "v1alpha1"
 Obj = dict[str, Any]
@@ -25,32 +37,41 @@ CONFIG_SPEC: Obj = {
     },
     "backoffLimit": 1,
 }
+# How long a real control plane gets before a test asserts that nothing more happened.
+REAL_SETTLE_SECONDS = 3.0
 SUMMARY = '{"recordsRead": 10, "recordsWritten": 9, "recordsFailed": 1, "durationSeconds": 1.5}'
 
 
 @dataclass
 class Env:
-    """One emulator, one namespace, official-client APIs, and the controllers started on it."""
+    """One backend, one namespace, official-client APIs, and the controllers started on it."""
 
-    emu: EmulatorHandle
+    kube: KubeHandle
+    scripted: ScriptedPods
     ns: str
     custom: Any
     core: Any
     batch: Any
+    now: Callable[[], datetime]
+    stop_agent: Callable[[], None]  # stops the node agent of its own it has (real backend)
     managers: list[Manager] = field(default_factory=list)
 
     @classmethod
-    def create(cls, emu: EmulatorHandle) -> Env:
-        api = emu.api_client()
-        ext = client.ApiextensionsV1Api(api)
-        for crd in generate_crds():
-            ext.create_custom_resource_definition(crd)
+    def create(cls, kube: KubeHandle, *, workdir: Path) -> Env:
+        api = kube.api_client()
+        install_crds(api)
+        ns = kube.namespace()
+        scripted, stop_agent = scripted_pods_for(kube, ns, workdir / "node")
+        now = kube.clock.now if isinstance(kube, EmulatorHandle) else _utc_now
         env = cls(
-            emu,
-            emu.namespace(),
+            kube,
+            scripted,
+            ns,
             client.CustomObjectsApi(api),
             client.CoreV1Api(api),
             client.BatchV1Api(api),
+            now,
+            stop_agent,
         )
         eventually(
             lambda: (
@@ -59,6 +80,28 @@ class Env:
             )
         )
         return env
+
+    @property
+    def emu(self) -> EmulatorHandle:
+        """The emulator's handle (clock, faults, restart): for `emulator_only` tests."""
+        assert isinstance(self.kube, EmulatorHandle), "mark this test emulator_only"
+        return self.kube
+
+    def pass_time(self, seconds: float) -> None:
+        """Let `seconds` pass for the cluster's controllers: the emulator's clock moves on at
+        once; a real control plane's time is the wall clock, so this sleeps."""
+        if isinstance(self.kube, EmulatorHandle):
+            self.kube.clock.advance(seconds)
+        else:
+            time.sleep(seconds)
+
+    def settle(self) -> None:
+        """Before asserting that nothing more happens: the emulator's controllers have nothing
+        queued; a real control plane is given a few seconds (it cannot say it is idle)."""
+        if isinstance(self.kube, EmulatorHandle):
+            self.kube.emulator.wait_idle()
+        else:
+            time.sleep(REAL_SETTLE_SECONDS)
 
     def settings(self, **overrides: Any) -> Settings:
         base = Settings(
@@ -74,9 +117,9 @@ class Env:
 
     def start(self, **overrides: Any) -> Manager:
         manager = Manager(
-            self.emu.api_client(),
+            self.kube.api_client(),
             self.settings(**overrides),
-            now=self.emu.clock.now,
+            now=self.now,
             identity=f"test-{len(self.managers)}",
         )
         self.managers.append(manager)
@@ -86,6 +129,7 @@ class Env:
     def close(self) -> None:
         for manager in self.managers:
             manager.stop()
+        self.stop_agent()
 
     # -- objects -------------------------------------------------------------------------------
     def create_config(self, name: str = "cfg", **spec: Any) -> Obj:
@@ -164,3 +208,7 @@ class Env:
 
     def events(self) -> list[Obj]:
         return self._plain(self.core.list_namespaced_event(self.ns).items)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -26,7 +26,7 @@ class Serving:
 
     def __init__(self, env: Env) -> None:
         self.env = env
-        api = env.emu.api_client()
+        api = env.kube.api_client()
         self.apps = client.AppsV1Api(api)
         self.net = client.NetworkingV1Api(api)
         self.scaling = client.AutoscalingV2Api(api)
@@ -140,7 +140,7 @@ class Serving:
         }
         # The emulator's own kubelet runs every new pod: hold this one Running, and write
         # the test's status only after that, so no kubelet write can overwrite it.
-        self.env.emu.executor.script(pod_prefix=pod, hold=True)
+        self.env.scripted.script(pod_prefix=pod, hold=True)
         self.env.core.create_namespaced_pod(self.ns, body)
         eventually(
             lambda: (

@@ -1,7 +1,8 @@
 """`longrun controller` as a process: settings, probes, metrics, JSON logs, clean shutdown.
 
 Real: a separate Python process running `controller.runtime.main` (as the CLI wires it)
-against the API emulator over HTTP with a kubeconfig. Faked: pods (scripted).
+against the backend over HTTP(S) with a kubeconfig, the node agent. Faked: what pods do
+(scripted).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _launch(env: Env, *args: str, **extra_env: str) -> subprocess.Popen[str]:
         LAUNCH,
         "controller",
         "--kubeconfig",
-        str(env.emu.kubeconfig_path),
+        str(env.kube.kubeconfig_path),
         *args,
     ]
     return subprocess.Popen(
@@ -52,7 +53,7 @@ def test_bad_setting_exits_2_with_a_clear_message(env: Env) -> None:
 
 
 def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) -> None:
-    env.emu.executor.script(exit_code=0, message=SUMMARY)
+    env.scripted.script(exit_code=0, message=SUMMARY)
     metrics, health = free_port(), free_port()
     proc = _launch(
         env,
@@ -62,6 +63,7 @@ def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) ->
         str(health),
         LEADER_ELECTION="false",
         POLLING_INTERVAL="30s",
+        WATCH_NAMESPACES=env.ns,  # a shared real control plane holds other tests' runs
     )
     try:
         eventually(lambda: System.http_get(health, "/readyz")[0] == 200, timeout=20)
@@ -88,6 +90,7 @@ def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) ->
     assert [line for line in lines if line.get("level") == "error"] == []
 
 
+@pytest.mark.emulator_only  # a fresh emulator without CRDs (the real session has them)
 def test_refuses_to_lead_when_the_caches_cannot_sync(
     kube_emulator: EmulatorHandle, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1,14 +1,17 @@
-"""Crashes, failover, API faults and broken watches, on the API emulator.
+"""Crashes, failover, API faults and broken watches, on either backend (faults: the emulator).
 
-Real: the emulator (409/500 fault injection, dropped watches, 410 Gone, Lease
-objects), the official client's informers and leader election, the controller.
-Faked: pod execution (scripted); a controller "crash" is simulated by making
-every request of one Manager fail after its N-th write and then stopping it.
+Real: the backend (Lease objects, the Job controller), the node agent, the official
+client's informers and leader election, the controller; on the emulator only, its 409/500
+fault injection, dropped watches and 410 Gone. Faked: what pods do (scripted); a
+controller "crash" is simulated by making every request of one Manager fail after its
+N-th write and then stopping it.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from controller.core.ports import ApiError
 from controller.runtime.manager import Manager
@@ -39,7 +42,7 @@ def _owned_by(objs: list[dict[str, Any]], run: str) -> list[dict[str, Any]]:
 
 
 def test_killed_between_any_two_writes_converges_without_duplicates(env: Env) -> None:
-    env.emu.executor.script(exit_code=0, message=SUMMARY, duration=0.2)
+    env.scripted.script(exit_code=0, message=SUMMARY, duration=0.2)
     env.create_config()
     for writes in range(6):
         name = f"run-{writes}"
@@ -56,7 +59,7 @@ def test_killed_between_any_two_writes_converges_without_duplicates(env: Env) ->
 
 
 def test_one_leader_and_failover_without_duplicate_jobs(env: Env) -> None:
-    env.emu.executor.script(exit_code=0, message=SUMMARY)
+    env.scripted.script(exit_code=0, message=SUMMARY)
     env.create_config()
     a, b = env.start(leader_election=True), env.start(leader_election=True)
     leader = eventually(lambda: [m for m in (a, b) if m.is_leader], timeout=15)
@@ -71,8 +74,9 @@ def test_one_leader_and_failover_without_duplicate_jobs(env: Env) -> None:
     assert sorted(j["metadata"]["name"] for j in env.jobs()) == ["first", "second"]
 
 
+@pytest.mark.emulator_only  # fault injection
 def test_status_write_conflicts_and_errors_are_retried_without_losing_fields(env: Env) -> None:
-    env.emu.executor.script(exit_code=0, message=SUMMARY, duration=0.3)
+    env.scripted.script(exit_code=0, message=SUMMARY, duration=0.3)
     manager = env.start()
     env.create_config()
     env.emu.faults.fail_next("patch", "inferenceruns/status", status=409, count=3)
@@ -90,8 +94,9 @@ def test_status_write_conflicts_and_errors_are_retried_without_losing_fields(env
     assert 6 <= manager.metrics.reconcile_errors.value() <= 12  # bounded retries
 
 
+@pytest.mark.emulator_only  # fault injection
 def test_dropped_watches_and_410_gone_miss_nothing(env: Env) -> None:
-    env.emu.executor.script(exit_code=0, message=SUMMARY)
+    env.scripted.script(exit_code=0, message=SUMMARY)
     env.start()
     env.create_config()
     env.create_run("before")

@@ -1,14 +1,17 @@
-"""Scheduled runs on the API emulator, driven by the emulator's clock.
+"""Scheduled runs, on either backend; the ticks themselves on the emulator's clock.
 
-Real: the emulator's CronJob controller (Forbid, suspend, history limits, the
-scheduled-timestamp annotation), Job controller and GC; the whole controller.
-Faked: pod execution (scripted; held pods finish when the test says so) and
-time (the test advances the emulator clock instead of waiting for minutes).
+Real: the backend's CronJob controller (Forbid, suspend, history limits, the
+scheduled-timestamp annotation), Job controller and GC, the node agent; the whole
+controller. Faked: what pods do (scripted; held pods finish when the test says so) and,
+in the emulator_only tests, time (the test advances the emulator's clock instead of
+waiting for minutes).
 """
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from e2e.fixtures import eventually
 from tests.controller.emulated.harness import SUMMARY, Env
@@ -18,8 +21,9 @@ def _running_pods(env: Env) -> list[str]:
     return [p["metadata"]["name"] for p in env.pods() if p["status"].get("phase") == "Running"]
 
 
+@pytest.mark.emulator_only  # the emulator's clock moves from tick to tick
 def test_ticks_with_forbid_skip_while_running_and_record_history(env: Env) -> None:
-    env.emu.executor.script(hold=True)
+    env.scripted.script(hold=True)
     env.start()
     env.create_config()
     env.create_run(schedule="* * * * *")
@@ -30,7 +34,7 @@ def test_ticks_with_forbid_skip_while_running_and_record_history(env: Env) -> No
     env.emu.clock.advance(60)  # Forbid: the next tick is skipped while one runs
     env.emu.emulator.wait_idle()
     assert len(env.jobs()) == 1
-    env.emu.executor.finish(pod, exit_code=0, message=SUMMARY)
+    env.scripted.finish(pod, exit_code=0, message=SUMMARY)
     # The tick skipped under Forbid is still due: it starts as soon as the first Job ends.
     eventually(lambda: len(env.jobs()) == 2)
     status = eventually(lambda: len(env.status().get("history", [])) == 2 and env.status())
@@ -41,6 +45,7 @@ def test_ticks_with_forbid_skip_while_running_and_record_history(env: Env) -> No
     assert env.condition("Running")["status"] == "True"
 
 
+@pytest.mark.emulator_only  # the emulator's clock moves from tick to tick
 def test_suspend_pauses_and_resume_continues(env: Env) -> None:
     env.start()
     env.create_config()

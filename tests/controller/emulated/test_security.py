@@ -1,8 +1,9 @@
-"""Secrets stay in Secrets, pods pass "restricted", Krateo CRs work — on the API emulator.
+"""Secrets stay in Secrets, pods pass "restricted", Krateo CRs work — on either backend.
 
-Real: the emulator (stores exactly what the controller wrote), the controller.
-Faked: pod execution (scripted). The restricted-profile check below encodes the
-Pod Security Standards rules that apply to the fields longrun sets.
+Real: the backend (stores exactly what the controller wrote), the node agent (a pod
+starts only once the Secrets it mounts exist), the controller. Faked: what pods do
+(scripted). The restricted-profile check below encodes the Pod Security Standards rules
+that apply to the fields longrun sets (tests/security checks them with admission).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from e2e.fixtures import eventually
@@ -88,8 +90,9 @@ def test_no_secret_value_in_any_config_map(env: Env) -> None:
     assert "/var/run/longrun/secrets/model-key" in mounts
 
 
+@pytest.mark.emulator_only  # the emulator's clock moves to the cron tick
 def test_every_spawned_pod_satisfies_restricted(env: Env) -> None:
-    env.emu.executor.script(exit_code=3)
+    env.scripted.script(exit_code=3)
     env.start()
     env.create_config(
         backoffLimit=1,
@@ -151,7 +154,10 @@ def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: E
 
     # The config itself says so too, at its generation.
     eventually(lambda: config_accepted().get("reason") == "SecretInOtherNamespace")
-    # With the Secret moved into the run's namespace the same config runs unchanged.
+    # With the Secret moved into the run's namespace the same config runs unchanged (the
+    # node agent, as a kubelet, starts the pod only once every Secret it mounts exists).
+    secret = {"metadata": {"name": "finops-database-handler-endpoint"}}
+    env.core.create_namespaced_secret(env.ns, {**secret, "stringData": {"server-url": "x"}})
     current = env.custom.get_namespaced_custom_object(
         GROUP, VERSION, env.ns, "inferenceconfigs", fixed["metadata"]["name"]
     )
@@ -175,7 +181,7 @@ def test_krateo_endpoint_secret_in_other_namespace_gets_a_clear_condition(env: E
 def test_shared_config_cannot_take_over_the_namespaces_that_use_it(env: Env) -> None:
     """team-a edits its shared config (new image, team-b's Secret in the env): team-b's
     scheduled run keeps running what it accepted until team-b accepts the change."""
-    team_a = env.emu.namespace("team-a")
+    team_a = env.kube.namespace("team-a")
     shared = {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "InferenceConfig",

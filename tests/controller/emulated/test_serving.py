@@ -19,6 +19,11 @@ from e2e.fixtures import eventually
 from tests.controller.emulated.harness import Env
 from tests.controller.emulated.serving import GGUF, Serving, plain
 
+# The tests write Deployment and pod status themselves, as the Deployment controller and a
+# kubelet would; on a real control plane kube-controller-manager owns those (there,
+# tests/e2e/test_serving_real.py serves models for real).
+pytestmark = pytest.mark.emulator_only
+
 INGRESS = {"ingress": {"host": "iris.example.com"}}
 
 
@@ -213,7 +218,7 @@ def test_no_key_is_in_any_config_map_event_status_or_log(
 def test_a_run_scales_an_idle_deployment_up_and_its_end_scales_it_down(
     env: Env, serving: Serving
 ) -> None:
-    env.emu.executor.script(hold=True)
+    env.scripted.script(hold=True)
     env.start()
     serving.create(idleReplicas=0, replicas=2, scaleDownDelaySeconds=0)
     idle = serving.wait_phase("Idle")
@@ -324,7 +329,7 @@ def test_tls_without_cert_manager_says_so_and_cert_manager_installed_later_is_fo
     eventually(told, timeout=15)
     status = (serving.get() or {})["status"]
     assert "install cert-manager" in status["message"], status
-    custom_api = client.ApiextensionsV1Api(env.emu.api_client())
+    custom_api = client.ApiextensionsV1Api(env.kube.api_client())
     custom_api.create_custom_resource_definition(CERTIFICATES_CRD)
 
     certificate = eventually(
