@@ -8,9 +8,13 @@ Job watch and this script's client are separate processes, as in a cluster.
 Phase 1, for each MAX_RECONCILE_RATE (4 and 16): create 1,000 one-shot runs at once (8
 client threads). Latency is from the moment the API server accepted a run (client-side,
 after the POST returned) to the moment its Job reached a watch in another process
-(client-side, on receipt). Requests and writes come from the controller's own
-rest_client_requests_total, divided by the number of runs once all have Succeeded, so
-they cover a whole one-shot lifecycle; the controller's Events are counted apart.
+(client-side, on receipt). Until every Job has arrived this script waits on that watch
+alone, as in phase 2; only then does it list the runs (every 0.5 s) until all have
+Succeeded, so that listing a thousand runs does not load the API server while the
+latency is measured (before 2026-11-28 it listed them from the start, in this phase
+only). Requests and writes come from the controller's own rest_client_requests_total,
+divided by the number of runs once all have Succeeded, so they cover a whole one-shot
+lifecycle; the controller's Events are counted apart.
 
 Phase 2: an ideal client (bench/ideal_controller.py: one watch, the same three writes per
 run, no cache, no queue, no status logic) with the same parallelism, on a fresh cluster of
@@ -209,6 +213,7 @@ def phase_controller(backend: str, runs: int, rate: int) -> Row:
             server_cpu, cpu = cluster.server_cpu(), cpu_of(proc.pid)  # after start-up and sync
             started = time.monotonic()
             accepted = create_runs(api, runs=runs, config="cfg")
+            wait_for(lambda: len(clock.times()) >= runs, timeout=900, what="too few Jobs")
             wait_for(all_succeeded(api, runs), timeout=1800, what="runs did not all succeed")
             elapsed = time.monotonic() - started
             time.sleep(3)  # trailing reconciles and queued events

@@ -15,7 +15,7 @@ reconciler observes that answer and decides again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -39,41 +39,13 @@ from controller.core.status import (
     scheduled_status,
 )
 from controller.core.validation import Problem
+from controller.core.writes import Create, Delete, Patch
 
 OPTIONAL_CRON = ("timeZone", "startingDeadlineSeconds")
 OPTIONAL_JOB = ("activeDeadlineSeconds",)
 
 
-@dataclass(frozen=True)
-class Create:
-    """Create `body`; AlreadyExists means: read it, and keep it if it is ours."""
-
-    kind: Kind
-    body: Obj
-
-
-@dataclass(frozen=True)
-class Patch:
-    """Patch an object we own: a merge patch (dict) or a JSON patch (list)."""
-
-    kind: Kind
-    namespace: str
-    name: str
-    body: Obj | list[Obj]
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Delete an object, only while it still has `uid`; `why` is for the log."""
-
-    kind: Kind
-    namespace: str
-    name: str
-    uid: str
-    why: str = field(default="", compare=False)
-
-
-ChildWrite = Create | Patch
+ChildWrite = Create[Kind] | Patch[Kind]
 
 
 @dataclass(frozen=True)
@@ -82,7 +54,7 @@ class Decision:
 
     writes: tuple[ChildWrite, ...]
     status: InferenceRunStatus
-    deletions: tuple[Delete, ...] = ()
+    deletions: tuple[Delete[Kind], ...] = ()
     requeue_after: float | None = None
 
 
@@ -138,7 +110,7 @@ def _soonest(*waits: float | None) -> float | None:
     return min(pending) if pending else None
 
 
-def suspend_write(obs: Observed) -> Patch | None:
+def suspend_write(obs: Observed) -> Patch[Kind] | None:
     """The patch suspending (`spec.suspend` or `spec.cancel`) or resuming a one-shot run's
     Job, while the Job is ours and has not finished; None when it is as wanted."""
     job, uid = obs.job, str((obs.run.get("metadata") or {}).get("uid") or "")
@@ -179,7 +151,7 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     status = _pinned(scheduled_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
     status = with_progress(status, obs, now=stamp)
     waits = [_until_next(status, settings, now=now), progress_wait(status, obs, settings, now=now)]
-    deletions: list[Delete] = []
+    deletions: list[Delete[Kind]] = []
     if resolved is not None:
         spec = resolved.config_spec
         for job in obs.jobs:
@@ -338,7 +310,7 @@ def is_deleting(obj: Obj) -> bool:
 
 def _run_deletion(
     obs: Observed, status: InferenceRunStatus, *, now: datetime
-) -> tuple[tuple[Delete, ...], float | None]:
+) -> tuple[tuple[Delete[Kind], ...], float | None]:
     # The policy and delay travel on the Job (annotations), fixed when it was made.
     if obs.job is None or status.phase not in FINISHED:
         return (), None
@@ -374,6 +346,6 @@ def _until_next(status: InferenceRunStatus, settings: Settings, *, now: datetime
     return min(max(seconds, 1.0), settings.polling_interval)
 
 
-def _delete(kind: Kind, obj: Obj, *, why: str) -> Delete:
+def _delete(kind: Kind, obj: Obj, *, why: str) -> Delete[Kind]:
     meta: dict[str, Any] = obj["metadata"]
     return Delete(kind, meta["namespace"], meta["name"], meta["uid"], f"autoDeletePolicy={why}")

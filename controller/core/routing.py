@@ -8,7 +8,10 @@ The adapter keeps the caches and calls these plain functions on every event:
 - a config change wakes every run that uses it, and the config itself when its spec
   changed (its own status says whether it is usable);
 - a child (ConfigMap, Job, CronJob, Pod) wakes the run it was made for, unless
-  the event only echoes an object we wrote ourselves and already reconciled with.
+  the event only echoes an object we wrote ourselves and already reconciled with, or
+  changes nothing the controller reads of the child (its scheduling, a finalizer gone);
+  that wake is batched (`BATCH_SECONDS`): a pod starting and finishing, a Job finishing
+  just after, are read in one pass.
 """
 
 from __future__ import annotations
@@ -22,14 +25,19 @@ from controller.core import names
 Obj = dict[str, Any]
 Generation = tuple[str, int]  # (uid, metadata.generation)
 CONFIG_PREFIX = "InferenceConfig/"
+# How long a child's wake waits for the child's next updates (the Job controller batches
+# its pods' events for 1 s, `syncJobBatchPeriod`, so a Job's status moves in such steps).
+BATCH_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
 class Wake:
-    """A run key to reconcile; `urgent` keys go to the front of the queue."""
+    """A run key to reconcile; `urgent` keys go to the front of the queue, `batched` ones
+    wait BATCH_SECONDS for more events."""
 
     key: str
     urgent: bool = False
+    batched: bool = False
 
 
 def _meta(obj: Obj) -> Obj:
@@ -117,8 +125,10 @@ def wakes(
     spec_changed: bool,
     own_write: bool,
     users: Callable[[str], list[str]],
+    news: bool = True,
 ) -> list[Wake]:
-    """The runs to reconcile for one informer event (`present`: added or modified)."""
+    """The runs to reconcile for one informer event (`present`: added or modified; `news`:
+    it changes what the controller reads of a child)."""
     if kind == "InferenceRun":
         if not spec_changed:
             return []
@@ -127,6 +137,6 @@ def wakes(
         own = [Wake(config_key(object_key(obj)))] if present and spec_changed else []
         return own + [Wake(user) for user in users(object_key(obj))]
     run = run_of(obj)
-    if run is None or (present and own_write):
+    if run is None or (present and (own_write or not news)):
         return []
-    return [Wake(run)]
+    return [Wake(run, batched=True)]

@@ -1,8 +1,10 @@
 """The Kubernetes adapter: the only package that imports the `kubernetes` client.
 
 `transport` sends raw JSON requests, `informers` keeps list+watch caches,
-`cluster` implements the core's `Cluster` port on both, and `election` holds
-the leader Lease.
+`cached` is what both adapters share (the caches of their kinds, their writes),
+`kept` says what the run caches hold of an object, `cluster` implements the
+core's `Cluster` port and `serving` the `ServingCluster` port on them, and
+`election` holds the leader Lease.
 """
 
 from controller.kube.cluster import KubeCluster

@@ -2,9 +2,10 @@
 # mypy: disable-error-code="no-untyped-call"
 """Informers on `kubernetes.informer.SharedInformer`: list+watch, reconnects, relist on 410.
 
-The caches hold plain dicts, trimmed of what the controller never reads. Each
-watch event is decoded once (`LeanWatch`), and the informer is handed that
-watch explicitly (`LeanInformer`): no module of the client library is patched.
+The caches hold plain dicts, trimmed of what the controller never reads (`kept.py`,
+`serving_objects.py`): listed items by the list function, watched ones as each event
+is decoded, once (`LeanWatch`), before the informer caches it. The informer is handed
+that watch explicitly (`LeanInformer`): no module of the client library is patched.
 """
 
 from __future__ import annotations
@@ -24,23 +25,19 @@ from kubernetes.watch import Watch
 from controller.core.ports import ApiError, Obj
 from controller.kube.transport import Transport, resource_path
 
-
-def trim(kind: str, obj: Obj) -> Obj:
-    """Drop in place what the controller never reads, to keep the caches small."""
-    meta = obj.get("metadata") or {}
-    meta.pop("managedFields", None)
-    if kind == "Pod":
-        obj.pop("spec", None)
-        status = obj.get("status") or {}
-        for key in ("conditions", "podIPs", "podIP", "hostIP", "hostIPs", "initContainerStatuses"):
-            status.pop(key, None)
-    elif kind == "Job":
-        (obj.get("spec") or {}).pop("template", None)
-    return obj
+Trim = Callable[[str, Obj], Obj]
 
 
-def lister(transport: Transport, kind: str, *, namespace: str | None, selector: str | None) -> Any:
-    """A list/watch function in the shape SharedInformer and Watch expect."""
+def lister(
+    transport: Transport,
+    kind: str,
+    *,
+    namespace: str | None,
+    selector: str | None,
+    trim: Trim,
+) -> Any:
+    """A list/watch function in the shape SharedInformer and Watch expect; listed items are
+    trimmed with `trim`."""
     path = resource_path(kind, namespace)
 
     def list_or_watch(**kwargs: Any) -> Any:
@@ -77,8 +74,14 @@ class LeanWatch(Watch):
     `unmarshal_event` decodes the line, encodes the object again and decodes that copy
     (`ApiClient.deserialize`), which yields an equal dict: three times the JSON work on the
     controller's hottest path, every watch event of every Pod and Job. Here: one decode, the
-    same event dict, the same resourceVersion bookkeeping. Typed watches are left as they are.
+    same event dict, the same resourceVersion bookkeeping, and the object handed through
+    `keep` (what the cache is to hold of it) before the informer sees it. Typed watches are
+    left as they are.
     """
+
+    def __init__(self, keep: Callable[[Obj], Obj] | None = None) -> None:
+        super().__init__()
+        self._keep = keep
 
     def unmarshal_event(self, data: str, return_type: Any) -> Any:
         if return_type != "object":
@@ -94,19 +97,28 @@ class LeanWatch(Watch):
             version = (obj.get("metadata") or {}).get("resourceVersion")
             if version:
                 self.resource_version = version
+            if self._keep is not None and event.get("type") != "BOOKMARK":
+                event["raw_object"] = event["object"] = self._keep(obj)
         return event
 
 
 class LeanInformer(SharedInformer):
-    """A SharedInformer whose watches are made by `watch_factory` (LeanWatch by default).
+    """A SharedInformer whose watches are made by `watch_factory` (by default a LeanWatch
+    handing each object through `keep`).
 
     SharedInformer builds a stock `Watch()` itself and keeps it in `self._watch` for its
     loop and for `stop()`. This class owns that slot: whatever the loop stores there is
     replaced by a watch of our own, so the choice is explicit and per informer.
     """
 
-    def __init__(self, list_func: Any, *, watch_factory: Callable[[], Watch] = LeanWatch) -> None:
-        self._watch_factory = watch_factory
+    def __init__(
+        self,
+        list_func: Any,
+        *,
+        keep: Callable[[Obj], Obj] | None = None,
+        watch_factory: Callable[[], Watch] | None = None,
+    ) -> None:
+        self._watch_factory = watch_factory or (lambda: LeanWatch(keep))
         self._own_watch: Watch | None = None
         super().__init__(list_func, namespace=None)
 

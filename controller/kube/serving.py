@@ -12,8 +12,9 @@ the runs of a deployment whose endpoint or availability changed.
 
 No Secret is ever watched, listed or read (docs/security.md): the API-key Secret is
 created and patched, and what comes back from those writes is stripped of its data
-before anyone sees it. As in `KubeCluster`, our own writes are remembered until the
-watch delivers them, so a read right after a write sees it and the echo wakes nobody.
+before anyone sees it. As in `KubeCluster` (both on `cached.py`), our own writes are
+remembered until the watch delivers them, so a read right after a write sees it and the
+echo wakes nobody.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from kubernetes.informer import ADDED, DELETED, MODIFIED, SharedInformer
-
 from contracts.serving import ROTATE_KEYS_ANNOTATION
 from controller.core.ports import ApiError, EventType, Obj
 from controller.core.routing import (
@@ -35,14 +34,12 @@ from controller.core.routing import (
     is_own_write,
     is_spec_change,
     object_key,
-    resource_version,
 )
 from controller.core.serving import names, uses
 from controller.core.serving.observed import ServingChildren
 from controller.core.serving.ports import ReadKind, StatusKind, Usage
-from controller.core.serving.writes import ServingKind
+from controller.kube.cached import CachedKinds
 from controller.kube.cluster import Enqueue
-from controller.kube.informers import LeanInformer, lister
 from controller.kube.serving_objects import (
     CHILD_KINDS,
     CHILD_NAMES,
@@ -53,7 +50,7 @@ from controller.kube.serving_objects import (
     trim,
     without_data,
 )
-from controller.kube.transport import JSON_PATCH, MERGE_PATCH, Transport, resource_path
+from controller.kube.transport import Transport
 from controller.kube.usage import RunUse, UsageIndex
 
 log = logging.getLogger(__name__)
@@ -66,7 +63,7 @@ class EventSink(Protocol):
     def __call__(self, obj: Obj, *, type_: EventType, reason: str, message: str) -> None: ...
 
 
-class KubeServing:
+class KubeServing(CachedKinds):
     """`ServingCluster` on the official client: informer caches for reads, REST for writes."""
 
     def __init__(
@@ -78,14 +75,11 @@ class KubeServing:
         events: EventSink,
         runs_of_config: Callable[[str], list[str]] = lambda _key: [],
     ) -> None:
-        self.transport = transport
+        super().__init__(transport, namespaces=namespaces, trim=trim)
         self.usage_index = UsageIndex()
         self._enqueue = enqueue
         self._events = events
         self._runs_of_config = runs_of_config
-        self._namespaces = tuple(namespaces) or (None,)
-        self._informers: dict[str, list[LeanInformer]] = {}
-        self._synced: dict[int, threading.Event] = {}
         self._lock = threading.Lock()
         self._generations: dict[str, Generation] = {}
         self._facing: dict[str, tuple[Any, ...]] = {}
@@ -93,44 +87,13 @@ class KubeServing:
         self._pods: dict[str, set[str]] = defaultdict(set)  # deployment key -> pod keys
         self._users: dict[str, set[str]] = defaultdict(set)  # model key -> deployment keys
         self._model_of: dict[str, str] = {}  # deployment key -> model key
-        self._fresh: dict[tuple[str, str], Obj] = {}
-        for kind in (*OWN_KINDS, *CHILD_KINDS):
-            self._informers[kind] = [self._informer(kind, ns) for ns in self._namespaces]
+        for kind in OWN_KINDS:
+            self._informers[kind] = self._watch(kind)
+        for kind in CHILD_KINDS:
+            self._informers[kind] = self._watch(kind, selector=names.DEPLOYMENT_LABEL)
         self._informers["Certificate"] = []  # filled once cert-manager is seen (discover)
 
     # -- informers ---------------------------------------------------------------
-
-    def _informer(self, kind: str, namespace: str | None) -> LeanInformer:
-        selector = None if kind in OWN_KINDS else names.DEPLOYMENT_LABEL
-        list_func = lister(self.transport, kind, namespace=namespace, selector=selector)
-        synced = threading.Event()
-
-        def tracking(**kwargs: Any) -> Any:
-            """List or watch, noting when the first list has been cached.
-
-            :rtype: object
-            """
-            if kwargs.get("watch"):
-                synced.set()
-            result = list_func(**kwargs)
-            if not kwargs.get("watch"):
-                for item in result.items:
-                    trim(kind, item)
-            return result
-
-        informer = LeanInformer(tracking)
-        self._synced[id(informer)] = synced
-        for event in (ADDED, MODIFIED):
-            informer.add_event_handler(event, self._handler(kind, present=True))
-        informer.add_event_handler(DELETED, self._handler(kind, present=False))
-        return informer
-
-    def _handler(self, kind: str, *, present: bool) -> Callable[[Any], None]:
-        def handle(obj: Any) -> None:
-            if isinstance(obj, dict):
-                self._on_event(kind, trim(kind, obj), present=present)
-
-        return handle
 
     def _on_event(self, kind: str, obj: Obj, *, present: bool) -> None:
         key = object_key(obj)
@@ -141,16 +104,6 @@ class KubeServing:
             self._on_model(key, obj, present=present)
         else:
             self._on_child(kind, key, obj, present=present, own=is_own_write(written, obj))
-
-    def _delivered(self, kind: str, key: str, obj: Obj, *, present: bool) -> Obj | None:
-        """Forget our write of `key` once the watch delivers it (or a newer version, or its
-        deletion); the write, when this event is exactly it."""
-        with self._lock:
-            written = self._fresh.get((kind, key))
-            if written is None or (present and resource_version(obj) < resource_version(written)):
-                return None
-            del self._fresh[(kind, key)]
-        return written
 
     def _on_deployment(self, key: str, obj: Obj, *, present: bool) -> None:
         moved = self._index_deployment(key, obj if present else None)
@@ -243,8 +196,7 @@ class KubeServing:
 
     def start(self) -> None:
         """Start every informer, and the Certificate ones if cert-manager is served."""
-        for informer in self._all():
-            informer.start()
+        super().start()
         self.discover()
 
     def discover(self) -> bool:
@@ -252,7 +204,7 @@ class KubeServing:
         may come after the controller). True when this call started the informers."""
         if self._informers["Certificate"] or not self._serves_certificates():
             return False
-        informers = [self._informer("Certificate", ns) for ns in self._namespaces]
+        informers = self._watch("Certificate", selector=names.DEPLOYMENT_LABEL)
         for informer in informers:
             informer.start()
         self._informers["Certificate"] = informers
@@ -268,42 +220,10 @@ class KubeServing:
             raise
         return any(r.get("name") == plural for r in (found or {}).get("resources") or [])
 
-    def stop(self) -> None:
-        """Stop every informer (joins their threads)."""
-        informer_log = logging.getLogger(SharedInformer.__module__)
-        informer_log.addFilter(lambda _record: False)
-        for informer in self._all():
-            informer.stop()
-
-    def wait_synced(self, timeout: float) -> bool:
-        """True once every informer has cached its first list."""
-        return all(self._synced[id(i)].wait(timeout) for i in self._all())
-
-    def is_synced(self) -> bool:
-        """True when every informer has cached its first list."""
-        return all(self._synced[id(i)].is_set() for i in self._all())
-
-    def _all(self) -> list[LeanInformer]:
-        return [i for group in self._informers.values() for i in group]
-
     def keys(self) -> list[str]:
         """Work-queue keys of every cached ModelDeployment and Model (for the resync)."""
         found = [names.deployment_key(k) for k in self._keys("ModelDeployment")]
         return found + [names.model_key(k) for k in self._keys("Model")]
-
-    def _keys(self, kind: str) -> list[str]:
-        return [k for i in self._informers[kind] for k in i.cache.list_keys()]
-
-    def _cached(self, kind: str, namespace: str, name: str) -> Obj | None:
-        key = f"{namespace}/{name}"
-        found = next(
-            (o for i in self._informers.get(kind, ()) if (o := i.cache.get_by_key(key))), None
-        )
-        with self._lock:
-            written = self._fresh.get((kind, key))
-        if written is not None and resource_version(written) > resource_version(found):
-            found = written
-        return dict(found) if found is not None else None
 
     # -- ServingCluster: reads ------------------------------------------------------
 
@@ -341,59 +261,23 @@ class KubeServing:
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Obj | None:
         """A live GET (never of a Secret); None on 404."""
-        try:
-            obj = self.transport.request("GET", resource_path(kind, namespace, name=name))
-        except ApiError as exc:
-            if exc.is_not_found:
-                return None
-            raise
-        return trim(kind, obj) if isinstance(obj, dict) else None
+        obj = self._get(kind, namespace, name)
+        return trim(kind, obj) if obj is not None else None
 
     # -- ServingCluster: writes -----------------------------------------------------
 
-    def create(self, kind: ServingKind, body: Obj) -> Obj:
-        """POST an object; a Secret comes back without its data."""
-        namespace = body["metadata"]["namespace"]
-        obj: Obj = self.transport.request("POST", resource_path(kind, namespace), body=body)
-        return self._written(kind, obj)
-
-    def patch(self, kind: ServingKind, namespace: str, name: str, body: Obj | list[Obj]) -> Obj:
-        """Merge patch (dict) or JSON patch (list); a Secret comes back without its data."""
-        ctype = JSON_PATCH if isinstance(body, list) else MERGE_PATCH
-        path = resource_path(kind, namespace, name=name)
-        obj: Obj = self.transport.request("PATCH", path, body=body, content_type=ctype)
-        return self._written(kind, obj)
-
     def patch_status(self, kind: StatusKind, namespace: str, name: str, status: Obj) -> Obj:
         """Merge patch of a ModelDeployment's or Model's /status."""
-        path = resource_path(kind, namespace, name=name, sub="status")
-        body = {"status": status}
-        obj: Obj = self.transport.request("PATCH", path, body=body, content_type=MERGE_PATCH)
-        return self._written(kind, obj)
+        return self._patch_status(kind, namespace, name, status)
 
-    def _written(self, kind: str, obj: Obj) -> Obj:
+    def _wrote(self, kind: str, obj: Obj) -> Obj:
+        # create and patch (CachedKinds) answer with this: a Secret without its data.
         if kind == "Secret":
             return without_data(obj)
-        trim(kind, obj)
-        with self._lock:
-            self._fresh[(kind, object_key(obj))] = obj
+        obj = self._remember(kind, obj)
         if kind == "ModelDeployment":  # our status write: runs see what changed at once
             self._on_deployment(object_key(obj), obj, present=True)
         return obj
-
-    def delete(self, kind: ServingKind, namespace: str, name: str, *, uid: str) -> None:
-        """DELETE with Background propagation and a UID precondition; 404 is success."""
-        body = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "propagationPolicy": "Background",
-            "preconditions": {"uid": uid},
-        }
-        try:
-            self.transport.request("DELETE", resource_path(kind, namespace, name=name), body=body)
-        except ApiError as exc:
-            if not exc.is_not_found:
-                raise
 
     def emit_event(self, obj: Obj, *, type_: EventType, reason: str, message: str) -> None:
         """Record an Event about a ModelDeployment (posted in the background)."""

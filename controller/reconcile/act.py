@@ -23,18 +23,12 @@ import logging
 from dataclasses import dataclass
 
 from contracts.run import InferenceRunStatus
-from controller.core.decide import (
-    ChildWrite,
-    Create,
-    Decision,
-    Delete,
-    is_owned_by,
-    not_owned,
-)
+from controller.core.decide import ChildWrite, Decision, is_owned_by, not_owned
 from controller.core.events import EventSpec, transition_events
 from controller.core.ports import ApiError, Cluster, Kind, Obj
 from controller.core.status import FINISHED, Observed, normalize
 from controller.core.validation import Problem
+from controller.core.writes import Create, Delete
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +110,7 @@ def _write(cluster: Cluster, write: ChildWrite, *, uid: str) -> Obj:
         raise
 
 
-def _create(cluster: Cluster, write: Create, *, uid: str) -> Obj:
+def _create(cluster: Cluster, write: Create[Kind], *, uid: str) -> Obj:
     meta = write.body["metadata"]
     try:
         return cluster.create(write.kind, write.body)
@@ -174,7 +168,7 @@ def _log_event(event: EventSpec, status: InferenceRunStatus) -> None:
     log.log(level, "%s: %s", event.reason, event.message, extra=extra)
 
 
-def delete(cluster: Cluster, deletions: tuple[Delete, ...]) -> None:
+def delete(cluster: Cluster, deletions: tuple[Delete[Kind], ...]) -> None:
     """Delete each object, only while it still has the uid the decision saw."""
     for item in deletions:
         extra = {"kind": item.kind, "object": item.name, "policy": item.why}

@@ -42,6 +42,7 @@ from controller.core.serving.observed import ServingObserved
 from controller.core.serving.ports import ServingCluster
 from controller.core.serving.settings import ServingSettings
 from controller.core.serving.status import model_status, normalize
+from controller.core.serving.writes import ServingKind
 from controller.core.validation import Problem
 from controller.reconcile.act import is_forbidden, is_refusal
 from controller.reconcile.runs import Result
@@ -212,7 +213,9 @@ def _not_ours_secret(name: str) -> Problem:
     return not_owned("Secret", {"metadata": {"name": name}})
 
 
-def _create(cluster: ServingCluster, obs: ServingObserved, item: Create) -> Obj | _Answer:
+def _create(
+    cluster: ServingCluster, obs: ServingObserved, item: Create[ServingKind]
+) -> Obj | _Answer:
     meta = item.body["metadata"]
     try:
         return cluster.create(item.kind, item.body)

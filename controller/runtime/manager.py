@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from controller.core.ports import ApiError
-from controller.core.routing import split_config_key
+from controller.core.routing import BATCH_SECONDS, split_config_key
 from controller.core.serving.names import split_serving_key
 from controller.core.serving.settings import ServingSettings, serving_settings_from_env
 from controller.core.settings import Settings
@@ -55,7 +55,9 @@ class Manager:
         self.settings = settings
         self.identity = identity or f"longrun-{uuid.uuid4().hex[:8]}"
         self.metrics = metrics or Metrics()
-        self.queue = WorkQueue(metrics=self.metrics, base_delay=base_delay)
+        self.queue = WorkQueue(
+            metrics=self.metrics, base_delay=base_delay, batch_period=BATCH_SECONDS
+        )
         informers = 18 * max(1, len(settings.watch_namespaces))  # runs' 7, serving's 11
         pooled = with_pool_size(api_client, informers + settings.max_reconcile_rate + 4)
         self.transport = Transport(pooled, on_request=self._count_request)

@@ -9,7 +9,13 @@ Guarantees the reconciler relies on:
 - keys added as `urgent` are handed out before the others, in the order they came
   (controller-runtime's priority queue does the same): a run nobody has reconciled
   yet gets its Job before status updates of runs already going. Under sustained
-  overload the other keys wait; the resync re-adds anything that was missed.
+  overload the other keys wait; the resync re-adds anything that was missed;
+- keys added as `batched` are queued `batch_period` seconds later, and every other
+  batched add of the key until then joins that one (the Kubernetes Job controller
+  batches its pods' events the same way, `syncJobBatchPeriod`): a burst of a child's
+  updates (a pod scheduled, started, finished; a Job finishing) costs one pass, which
+  reads them all, instead of one pass per update. A plain add of the key meanwhile
+  queues it at once, and the batch is then already served.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ class WorkQueue:
         metrics: Metrics | None = None,
         base_delay: float = 0.05,
         max_delay: float = 300.0,
+        batch_period: float = 0.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cond = threading.Condition()
@@ -44,7 +51,10 @@ class WorkQueue:
         self._processing: set[str] = set()
         self._dirty: dict[str, bool] = {}
         self._failures: dict[str, int] = {}
-        self._delayed: list[tuple[float, int, str]] = []
+        # (when, seq, key, batched); a batched entry counts while `_batched` has its time.
+        self._delayed: list[tuple[float, int, str, bool]] = []
+        self._batched: dict[str, float] = {}
+        self._batch_period = batch_period
         self._seq = itertools.count()
         self._shutdown = False
         self._metrics = metrics
@@ -52,10 +62,30 @@ class WorkQueue:
         self._max = max_delay
         self._clock = monotonic
 
-    def add(self, key: str, *, urgent: bool = False) -> None:
-        """Queue `key` now (no-op when already queued, except to make it urgent)."""
+    def add(self, key: str, *, urgent: bool = False, batched: bool = False) -> None:
+        """Queue `key` now (no-op when already queued, except to make it urgent); `batched`:
+        after the batch period, with the other batched adds of it until then."""
         with self._cond:
+            if batched and self._batch_period > 0:
+                self._add_batched_locked(key)
+                return
+            self._batched.pop(key, None)  # served by this add
             self._add_locked(key, urgent=urgent)
+
+    def _add_batched_locked(self, key: str) -> None:
+        if self._shutdown or key in self._batched or key in self._queued:
+            return  # a pass is coming that reads what this add is about
+        due = self._clock() + self._batch_period
+        self._batched[key] = due
+        self._schedule_locked(due, key, batched=True)
+
+    def _schedule_locked(self, due: float, key: str, *, batched: bool) -> None:
+        # Idle workers wait until the earliest entry is due: one of them must look again
+        # when a new entry comes first (one, not all: the others have nothing new to do).
+        seq = next(self._seq)
+        heapq.heappush(self._delayed, (due, seq, key, batched))
+        if self._delayed[0][1] == seq:
+            self._cond.notify()
 
     def _add_locked(self, key: str, *, urgent: bool = False) -> None:
         if self._shutdown:
@@ -78,8 +108,7 @@ class WorkQueue:
             self.add(key)
             return
         with self._cond:
-            heapq.heappush(self._delayed, (self._clock() + delay, next(self._seq), key))
-            self._cond.notify_all()
+            self._schedule_locked(self._clock() + delay, key, batched=False)
 
     def add_rate_limited(self, key: str) -> None:
         """Queue `key` after its exponential backoff delay (a retry)."""
@@ -123,6 +152,8 @@ class WorkQueue:
         del self._queued[key]
         self._processing.add(key)
         self._set_depth()
+        if self._delayed:  # this worker may have been the one waiting for the next due entry
+            self._cond.notify()
         return key
 
     def _wait_time(self, deadline: float | None) -> float | None:
@@ -135,7 +166,11 @@ class WorkQueue:
     def _promote_due(self) -> None:
         now = self._clock()
         while self._delayed and self._delayed[0][0] <= now:
-            self._add_locked(heapq.heappop(self._delayed)[2])
+            due, _, key, batched = heapq.heappop(self._delayed)
+            if batched and self._batched.get(key) != due:
+                continue  # served meanwhile by a plain add
+            self._batched.pop(key, None)  # served by this one
+            self._add_locked(key)
 
     def done(self, key: str) -> None:
         """Mark `key` processed; re-queue it if it was added meanwhile."""

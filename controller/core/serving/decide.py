@@ -30,8 +30,9 @@ from controller.core.serving.resolve import ServingResolved, parse_spec, resolve
 from controller.core.serving.scaling import Scale, decide_scale, wanted_replicas
 from controller.core.serving.settings import ServingSettings
 from controller.core.serving.status import deployment_status, terminating_status
-from controller.core.serving.writes import Create, Delete, Patch, ServingKind, Write
+from controller.core.serving.writes import ServingKind, Write
 from controller.core.validation import Problem
+from controller.core.writes import Create, Delete, Patch
 
 __all__ = ["Create", "Delete", "Patch", "ServingDecision", "Write", "decide_deployment"]
 # The spec fields we own, per kind; a drifted kind gets exactly these set again. The rest
@@ -48,7 +49,7 @@ class ServingDecision:
 
     writes: tuple[Write, ...]
     status: ModelDeploymentStatus
-    deletions: tuple[Delete, ...] = ()
+    deletions: tuple[Delete[ServingKind], ...] = ()
     requeue_after: float | None = None
 
 
@@ -152,12 +153,12 @@ def plan_children(
     settings: ServingSettings,
     scale: Scale,
     keys_version: str | None,
-) -> tuple[tuple[Write, ...], tuple[Delete, ...], Problem | None]:
+) -> tuple[tuple[Write, ...], tuple[Delete[ServingKind], ...], Problem | None]:
     """Writes and deletions that converge the children; a child not ours stops the writes."""
     current = _current(obs)
     replicas = scale.replicas if scale.replicas is not None else _replicas(current["Deployment"])
     writes: list[Write] = []
-    deletions: list[Delete] = []
+    deletions: list[Delete[ServingKind]] = []
     problem: Problem | None = None
     for kind, desired in desired_children(r, settings, replicas or 0, keys_version):
         if problem is not None:
@@ -267,6 +268,6 @@ def _rolls_pods(writes: tuple[Write, ...]) -> bool:
     )
 
 
-def _delete(kind: ServingKind, obj: Obj) -> Delete:
+def _delete(kind: ServingKind, obj: Obj) -> Delete[ServingKind]:
     meta: dict[str, Any] = obj["metadata"]
     return Delete(kind, meta["namespace"], meta["name"], str(meta.get("uid") or ""))

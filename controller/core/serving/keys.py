@@ -34,7 +34,8 @@ from controller.core.serving.auth import Entropy
 from controller.core.serving.observed import ServingObserved
 from controller.core.serving.pods import may_lack_secret
 from controller.core.serving.resolve import ServingResolved
-from controller.core.serving.writes import Create, Patch, Write
+from controller.core.serving.writes import Write
+from controller.core.writes import Create, Patch
 
 VERSION_BYTES = 8
 

@@ -1,11 +1,10 @@
-"""The writes a serving decision asks for: create, patch, delete (pure data)."""
+"""The kinds a serving decision writes; the writes themselves are controller/core/writes.py's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
-from controller.core.ports import Obj
+from controller.core.writes import Create, Patch
 
 ServingKind = Literal[
     "Secret",
@@ -19,35 +18,4 @@ ServingKind = Literal[
     "Ingress",
     "ModelDeployment",
 ]
-
-
-@dataclass(frozen=True)
-class Create:
-    """Create `body`; AlreadyExists means: read it, and keep it if it is ours (a Secret is
-    never read: see keys.py)."""
-
-    kind: ServingKind
-    body: Obj
-
-
-@dataclass(frozen=True)
-class Patch:
-    """Patch a child we own: a merge patch (dict) or a JSON patch (list)."""
-
-    kind: ServingKind
-    namespace: str
-    name: str
-    body: Obj | list[Obj]
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Delete a child, only while it still has `uid`."""
-
-    kind: ServingKind
-    namespace: str
-    name: str
-    uid: str
-
-
-Write = Create | Patch
+Write = Create[ServingKind] | Patch[ServingKind]

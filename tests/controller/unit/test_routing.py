@@ -73,12 +73,19 @@ def test_config_change_wakes_every_run_that_uses_it() -> None:
 
 def test_child_wakes_its_run_unless_it_echoes_our_own_write() -> None:
     assert wakes("Job", child(), present=True, spec_changed=False, own_write=False,
-                 users=no_users) == [Wake("ns/a")]  # fmt: skip
+                 users=no_users) == [Wake("ns/a", batched=True)]  # fmt: skip
     assert wakes("Job", child(), present=True, spec_changed=False, own_write=True,
                  users=no_users) == []  # fmt: skip
     # A deletion always wakes the run, even of an object we wrote.
     assert wakes("Job", child(), present=False, spec_changed=False, own_write=True,
-                 users=no_users) == [Wake("ns/a")]  # fmt: skip
+                 users=no_users) == [Wake("ns/a", batched=True)]  # fmt: skip
+
+
+def test_child_event_that_changes_nothing_read_wakes_nobody_but_a_deletion_does() -> None:
+    assert wakes("Pod", child(), present=True, spec_changed=False, own_write=False,
+                 news=False, users=no_users) == []  # fmt: skip
+    assert wakes("Pod", child(), present=False, spec_changed=False, own_write=False,
+                 news=False, users=no_users) == [Wake("ns/a", batched=True)]  # fmt: skip
 
 
 def test_object_made_for_no_run_wakes_nobody() -> None:

@@ -84,6 +84,70 @@ def test_key_made_urgent_while_processing_is_requeued_urgent() -> None:
     assert drain(q) == ["ns/a", "ns/b"]
 
 
+def test_batched_adds_of_a_key_wait_the_period_and_make_one_pass() -> None:
+    tick = Tick()
+    q = WorkQueue(batch_period=1.0, monotonic=tick)
+    q.add("ns/a", batched=True)
+    tick.t = 0.5
+    q.add("ns/a", batched=True)  # joins the batch: not one pass more, not later
+    assert q.get(timeout=0) is None
+    tick.t = 1.0
+    assert drain(q) == ["ns/a"]
+    tick.t = 5.0
+    assert drain(q) == []
+
+
+def test_a_plain_add_serves_a_waiting_batch_at_once() -> None:
+    tick = Tick()
+    q = WorkQueue(batch_period=1.0, monotonic=tick)
+    q.add("ns/a", batched=True)
+    q.add("ns/a", urgent=True)
+    assert drain(q) == ["ns/a"]
+    tick.t = 2.0
+    assert drain(q) == []  # the batch was served by that pass
+
+
+def test_a_batched_add_of_a_queued_key_changes_nothing() -> None:
+    tick = Tick()
+    q = WorkQueue(batch_period=1.0, monotonic=tick)
+    q.add("ns/a")
+    q.add("ns/a", batched=True)  # the queued pass reads what the add is about
+    assert drain(q) == ["ns/a"]
+    tick.t = 2.0
+    assert drain(q) == []
+
+
+def test_a_batched_add_while_processing_is_handed_out_after_the_period() -> None:
+    tick = Tick()
+    q = WorkQueue(batch_period=1.0, monotonic=tick)
+    q.add("ns/a")
+    assert q.get(timeout=0) == "ns/a"
+    q.add("ns/a", batched=True)  # the pass in flight may have read before the event
+    q.done("ns/a")
+    assert q.get(timeout=0) is None
+    tick.t = 1.0
+    assert drain(q) == ["ns/a"]
+
+
+def test_without_a_batch_period_batched_adds_queue_at_once() -> None:
+    q = WorkQueue()
+    q.add("ns/a", batched=True)
+    assert drain(q) == ["ns/a"]
+
+
+def test_a_delayed_key_is_handed_out_while_the_worker_that_waited_for_it_is_busy() -> None:
+    q = WorkQueue(batch_period=0.2)
+    got: list[str | None] = []
+    workers = [threading.Thread(target=lambda: got.append(q.get(timeout=30))) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    q.add("ns/later", batched=True)  # one idle worker now waits for it to come due
+    q.add("ns/now")  # and may be the one that takes this, and keeps it
+    for worker in workers:
+        worker.join(timeout=30)  # far above the 0.2 s batch: a bound for a hang only
+    assert sorted(k for k in got if k) == ["ns/later", "ns/now"]
+
+
 def test_retries_back_off_exponentially_and_forget_resets() -> None:
     tick = Tick()
     q = WorkQueue(base_delay=1.0, monotonic=tick)
@@ -293,7 +357,7 @@ def test_cluster_enqueues_new_runs_urgent_and_reported_runs_normal() -> None:
 
     added: list[tuple[str, bool]] = []
 
-    def enqueue(key: str, *, urgent: bool = False) -> None:
+    def enqueue(key: str, *, urgent: bool = False, batched: bool = False) -> None:
         added.append((key, urgent))
 
     cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=enqueue)  # never started
@@ -315,7 +379,7 @@ def test_cluster_reconciles_a_run_recreated_under_the_same_name_but_not_status_e
 
     added: list[str] = []
 
-    def enqueue(key: str, *, urgent: bool = False) -> None:
+    def enqueue(key: str, *, urgent: bool = False, batched: bool = False) -> None:
         added.append(key)
 
     cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=enqueue)  # never started
