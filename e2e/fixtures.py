@@ -122,11 +122,15 @@ class EmulatorHandle(HandleBase):
         super().__init__()
         self.emulator = emulator
         self._ns = itertools.count(1)
-        self.pods = ScriptedPods()
+        # The scripted pods of this emulator's node agent (script, finish, killed...).
+        self.executor = ScriptedPods()
         self.agent: NodeAgent | None = None
         if agent:
             self.agent = start_scripted_agent(
-                Kube(self.api_client()), self.pods, emulator.workdir / "node", now=emulator.clock
+                Kube(self.api_client()),
+                self.executor,
+                emulator.workdir / "node",
+                now=emulator.clock,
             )
 
     @property
@@ -144,11 +148,6 @@ class EmulatorHandle(HandleBase):
     @property
     def faults(self) -> Any:
         return self.emulator.faults
-
-    @property
-    def executor(self) -> ScriptedPods:
-        """The scripted pods of this emulator's node agent (script, finish, killed...)."""
-        return self.pods
 
     def _new_client(self) -> ApiClient:
         return self.emulator.api_client()
@@ -211,7 +210,7 @@ def scripted_pods_for(
     node agent's (nothing to stop); on a real control plane a node agent of the namespace's
     own, whose log server the API server trusts (`pods/log`), its Node deleted at stop."""
     if isinstance(handle, EmulatorHandle):
-        return handle.pods, lambda: None
+        return handle.executor, lambda: None
     from e2e.real.handle import RealClusterHandle
 
     assert isinstance(handle, RealClusterHandle)

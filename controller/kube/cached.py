@@ -63,10 +63,7 @@ class CachedKinds:
         synced = threading.Event()
 
         def tracking(**kwargs: Any) -> Any:
-            """List or watch, noting when the first list has been cached.
-
-            :rtype: object
-            """
+            """List or watch, noting when the first list has been cached."""
             if kwargs.get("watch"):
                 synced.set()  # the informer watches only after caching its first list
             return list_func(**kwargs)

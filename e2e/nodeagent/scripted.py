@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +46,14 @@ class PodScript:
     times: int | None = None
 
     def outcome(self) -> Obj:
-        fields = asdict(self)
-        return {k: fields[k] for k in ("exit_code", "message", "duration", "hold", "log")}
+        """What the scripted program reads (`script.json`)."""
+        return {
+            "exit_code": self.exit_code,
+            "message": self.message,
+            "duration": self.duration,
+            "hold": self.hold,
+            "log": self.log,
+        }
 
 
 class ScriptedPods:

@@ -27,18 +27,11 @@ from urllib3.exceptions import ProtocolError
 
 from e2e.backends import KubeHandle
 from e2e.fixtures import *  # noqa: F403
-from e2e.fixtures import eventually
+from e2e.fixtures import AGENT_TIMING, eventually
 from e2e.nodeagent import AgentConfig, Kube, NodeAgent
 
 Obj = dict[str, Any]
 BACKENDS = ("emulator", "real")
-# What a test may change on top of the defaults: quick restarts and heartbeats.
-TEST_AGENT = {
-    "restart_backoff": 0.2,
-    "restart_backoff_max": 1.0,
-    "renew_seconds": 1.0,
-    "shutdown_grace": 2.0,
-}
 TIMEOUT = 30.0
 
 
@@ -73,7 +66,7 @@ class Cluster:
             "node_name": self.node_name,
             "namespaces": (self.ns,),
             "scheduler_names": (self.node_name,),
-            **TEST_AGENT,
+            **AGENT_TIMING,
             **overrides,
         }
         agent = NodeAgent(AgentConfig(**settings), Kube(self.handle.api_client()))
