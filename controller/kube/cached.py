@@ -63,7 +63,13 @@ class CachedKinds:
         synced = threading.Event()
 
         def tracking(**kwargs: Any) -> Any:
-            """List or watch, noting when the first list has been cached."""
+            """List or watch, noting when the first list has been cached.
+
+            :rtype: object
+            """
+            # The `:rtype: object` line is read by kubernetes.watch.Watch: it makes the watch
+            # hand raw dicts to LeanWatch.unmarshal_event, which trims them (kept.py). Without
+            # it every event is decoded into the client's models and cached untrimmed.
             if kwargs.get("watch"):
                 synced.set()  # the informer watches only after caching its first list
             return list_func(**kwargs)

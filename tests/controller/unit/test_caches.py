@@ -256,3 +256,14 @@ def test_transport_sends_the_client_credentials_headers_and_query(
     assert patch["headers"]["Content-Type"] == "application/merge-patch+json"
     assert patch["headers"]["User-Agent"] == k8s.ApiClient().user_agent
     assert json.loads(patch["body"]) == {"data": {"a": "é"}}
+
+
+def test_every_informer_watch_hands_raw_objects_to_the_trimming_watch() -> None:
+    """kubernetes.watch.Watch reads the list function's `:rtype:`: only `object` keeps the
+    events raw, so that LeanWatch trims them; any other answer caches the client's models."""
+    from kubernetes.watch import Watch
+
+    cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=lambda *_a, **_k: None)
+    informers = [i for group in cluster._informers.values() for i in group]
+    assert informers
+    assert {Watch().get_return_type(i._list_func) for i in informers} == {"object"}
