@@ -125,15 +125,16 @@ class LocalDeployment:
         count = self.resolved.spec.auth.key_count
         files = {k: folder / k for k in (API_KEY_SECRET_KEY, "api-keys", names.NGINX_KEYS_KEY)}
         kept = files["api-keys"].read_text().split() if files["api-keys"].exists() else []
-        if len(kept) != count:
-            keys = auth.generate_keys(count, secrets.token_bytes)
-            folder.mkdir(parents=True, exist_ok=True)
-            os.chmod(folder, 0o700)
-            for key, value in auth.secret_data(keys).items():
-                path = folder / key
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(base64.b64decode(value))
+        # Kept keys are written again too: the nginx map of an older longrun compared them
+        # without regard to letter case (issue 26), this one compares them exactly.
+        keys = tuple(kept) if len(kept) == count else auth.generate_keys(count, secrets.token_bytes)
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        for key, value in auth.secret_data(keys).items():
+            path = folder / key
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(base64.b64decode(value))
         return {key: path.read_bytes() for key, path in files.items()}
 
     # -- containers ----------------------------------------------------------------------------

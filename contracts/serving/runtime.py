@@ -24,6 +24,7 @@ from contracts.serving.serverflags import LLAMA_CPP
 from contracts.serving.sources import (
     RuntimeKind,
 )
+from contracts.serving.text import UrlPath
 
 Image = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 _IMAGE_DOC = "Image override; default: the controller's image for this runtime (a chart value)."
@@ -107,7 +108,7 @@ class GenericRuntime(Schema):
     )
     port: int = Field(ge=1, le=65535, description="Port the server listens on (HTTP or gRPC).")
     protocol: Protocol = Field(description="Protocol runs use, e.g. openai-chat or kserve-v2.")
-    health_path: Annotated[str, StringConstraints(pattern=r"^/", max_length=1024)] | None = Field(
+    health_path: UrlPath | None = Field(
         default=None, description="HTTP path of the readiness probe; default: a TCP probe."
     )
 
