@@ -1,12 +1,13 @@
-"""Text of a ModelDeployment that ends up in file paths, command lines and nginx.conf.
+"""Text of a Model or ModelDeployment that ends up in file paths, command lines and nginx.conf.
 
 A served name becomes a directory of Triton's model repository, a `--model_name=` and a
 health path; a path becomes a `location` of the auth sidecar's nginx.conf and an Ingress
-rule. Issue 26 found both pasted raw: a `healthPath` holding nginx syntax made the sidecar
-serve every path without a key, and a `servedName` holding `../` moved the model outside its
-repository. So each is refused unless it is plain text of its kind, here (pydantic) and in
-the CRD (the CEL rule beside it, with the same words); the builders quote what they paste
-as well (controller/core/serving/auth.py).
+rule; an S3 endpoint URL becomes the download's `--endpoint-url`. Issue 26 found the first
+two pasted raw: a `healthPath` holding nginx syntax made the sidecar serve every path
+without a key, and a `servedName` holding `../` moved the model outside its repository. So
+each is refused unless it is plain text of its kind, here (pydantic) and in the CRD (the CEL
+rule beside it, with the same words); the builders quote what they paste as well
+(controller/core/serving/auth.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ URL_PATH_HELP = (
     "or a '.' or '..' segment (no query, spaces, quotes or percent-encoding)"
 )
 _DOT_SEGMENT = re.compile(r"/\.\.?(/|$)")
+# An S3-compatible store's URL: http(s), a host, an optional path; no user@, query or spaces.
+ENDPOINT_URL_PATTERN = r"^https?://[^/@?# ]+(/[^?# ]*)?$"
+ENDPOINT_URL_HELP = (
+    "must be an http:// or https:// URL of an S3-compatible store, without credentials "
+    "(user:password@: put them in the credentials Secret), query or spaces"
+)
 
 
 def check_served_name(value: str) -> str:
@@ -44,6 +51,13 @@ def check_url_path(value: str) -> str:
     """`value` if it is a URL path of the safe characters, else ValueError saying which."""
     if not re.match(URL_PATH_PATTERN, value) or "//" in value or _DOT_SEGMENT.search(value):
         raise ValueError(URL_PATH_HELP)
+    return value
+
+
+def check_endpoint_url(value: str) -> str:
+    """`value` if it is an S3 endpoint URL, else ValueError saying what one is."""
+    if not re.match(ENDPOINT_URL_PATTERN, value) or any(c.isspace() for c in value):
+        raise ValueError(ENDPOINT_URL_HELP)
     return value
 
 
@@ -68,4 +82,10 @@ UrlPath = Annotated[
             URL_PATH_HELP,
         )
     ),
+]
+EndpointUrl = Annotated[
+    str,
+    StringConstraints(max_length=2048),
+    AfterValidator(check_endpoint_url),
+    Field(json_schema_extra=cel(f"self.matches('{ENDPOINT_URL_PATTERN}')", ENDPOINT_URL_HELP)),
 ]

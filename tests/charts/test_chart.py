@@ -400,6 +400,19 @@ def test_runner_deny_list_defaults_to_link_local_and_metadata_addresses(chart: A
     assert settings_from_env({"DENIED_CIDRS": denied}).denied_cidrs == tuple(denied.split(","))
 
 
+def test_model_downloads_follow_the_deny_list_and_the_fetch_values(chart: Any) -> None:
+    from controller.core.serving.settings import serving_settings_from_env
+
+    env = _env(_render(chart))
+    settings = serving_settings_from_env(env)
+    assert settings.denied_cidrs == tuple(env["DENIED_CIDRS"].split(","))
+    assert settings.fetch_redirect_hosts == ("*.hf.co", "*.huggingface.co")
+    assert not settings.fetch_instance_metadata
+    values = {"serving": {"fetch": {"redirectHosts": [], "allowInstanceMetadata": True}}}
+    opened = serving_settings_from_env(_env(_render(chart, values)))
+    assert opened.fetch_redirect_hosts == () and opened.fetch_instance_metadata
+
+
 def test_runner_deny_list_can_be_turned_off(chart: Any) -> None:
     assert _env(_render(chart, {"runner": {"deniedCIDRs": []}}))["DENIED_CIDRS"] == ""
 

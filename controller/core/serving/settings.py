@@ -13,7 +13,11 @@ from dataclasses import dataclass, field, fields
 
 from controller.core.podpolicy import PodPolicy
 from controller.core.serving.runtimes import ServingImages
-from controller.core.settings import DEFAULT_IMAGE, parse_list
+from controller.core.settings import DEFAULT_IMAGE, parse_bool, parse_cidrs, parse_list
+
+# Where Hugging Face sends downloads of large files (its CDN, Xet storage): the hosts an
+# https redirect of a download may go to by default (chart serving.fetch.redirectHosts).
+DEFAULT_REDIRECT_HOSTS = ("*.hf.co", "*.huggingface.co")
 
 
 @dataclass(frozen=True)
@@ -28,10 +32,18 @@ class ServingSettings:
     hf_endpoint: str | None = None  # HF_ENDPOINT for the download (a mirror, or tests)
     default_cache_size: str = "20Gi"  # SERVING_CACHE_SIZE
     download_deadline_seconds: int = 3600  # added to startupTimeoutSeconds: the rollout deadline
+    # The model download (longrun-fetch, runners/fetch_net.py): networks it never connects to
+    # (DENIED_CIDRS, shared with runners), hosts an https redirect may go to
+    # (SERVING_FETCH_REDIRECT_HOSTS), and whether s3:// may use the node's instance role
+    # (SERVING_FETCH_INSTANCE_METADATA).
+    denied_cidrs: tuple[str, ...] = ()
+    fetch_redirect_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
+    fetch_instance_metadata: bool = False
 
 
 def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSettings:
-    """Settings from environment variables (unset or empty: the default)."""
+    """Settings from environment variables (unset or empty: the default); SettingsError
+    naming a bad one."""
     env = os.environ if env is None else env
     defaults = ServingImages()
     images = ServingImages(
@@ -50,4 +62,12 @@ def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSe
         cluster_domain=env.get("CLUSTER_DOMAIN") or "cluster.local",
         hf_endpoint=env.get("HF_ENDPOINT") or None,
         default_cache_size=env.get("SERVING_CACHE_SIZE") or "20Gi",
+        denied_cidrs=parse_cidrs(env.get("DENIED_CIDRS", ""), name="DENIED_CIDRS"),
+        fetch_redirect_hosts=parse_list(
+            env.get("SERVING_FETCH_REDIRECT_HOSTS", ",".join(DEFAULT_REDIRECT_HOSTS))
+        ),
+        fetch_instance_metadata=parse_bool(
+            env.get("SERVING_FETCH_INSTANCE_METADATA", "") or "false",
+            name="SERVING_FETCH_INSTANCE_METADATA",
+        ),
     )
