@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ NAT64 = ipaddress.ip_network("64:ff9b::/96")
 SIX_TO_FOUR = ipaddress.ip_network("2002::/16")
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
 SETTING = "SERVING_EGRESS_POLICY (chart: serving.networkPolicy)"
+NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class EgressSettingError(ValueError):
@@ -76,17 +78,28 @@ def parse_egress(text: str) -> EgressAllowList | None:
         raise EgressSettingError(f"{SETTING} must be a JSON object")
     if raw.get("enabled") is False:
         return None
-    dns = raw.get("dns") or {}
-    labels = dns.get("podLabels") or {"k8s-app": "kube-dns"}
+    dns = _typed(raw.get("dns") or {}, dict, "dns")
+    labels = _typed(dns.get("podLabels") or {"k8s-app": "kube-dns"}, dict, "dns.podLabels")
+    namespaces = _typed(raw.get("namespaces") or [], list, "namespaces")
+    for name in namespaces:
+        if not isinstance(name, str) or not NAMESPACE.match(name):
+            raise EgressSettingError(f"{SETTING} namespaces: {name!r} is not a namespace name")
     return EgressAllowList(
         dns_namespace=str(dns.get("namespace") or "kube-system")
         if dns.get("enabled", True)
         else None,
-        dns_pod_labels={str(k): str(v) for k, v in dict(labels).items()},
+        dns_pod_labels={str(k): str(v) for k, v in labels.items()},
         same_namespace=bool(raw.get("sameNamespace", True)),
-        namespaces=tuple(str(n) for n in raw.get("namespaces") or ()),
-        cidrs=tuple(_cidr_rule(item) for item in raw.get("cidrs") or ()),
+        namespaces=tuple(namespaces),
+        cidrs=tuple(_cidr_rule(item) for item in _typed(raw.get("cidrs") or [], list, "cidrs")),
     )
+
+
+def _typed(value: Any, kind: type, where: str) -> Any:
+    if not isinstance(value, kind):
+        wanted = "an object" if kind is dict else "a list"
+        raise EgressSettingError(f"{SETTING} {where} must be {wanted}")
+    return value
 
 
 def _cidr_rule(item: object) -> CidrRule:

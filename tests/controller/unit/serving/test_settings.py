@@ -72,6 +72,9 @@ def test_the_egress_allow_list_is_the_charts_values_as_json() -> None:
         ('{"cidrs": [{"cidr": "10.0.0.0/8", "except": ["192.168.0.0/16"]}]}', "is not a part of"),
         ('{"cidrs": [{"cidr": "10.0.0.0/8", "except": ["10.0.0.0/8"]}]}', "is not a part of"),
         ('{"cidrs": [42]}', "is not"),
+        ('{"dns": "kube-system"}', "dns must be an object"),
+        ('{"namespaces": "storage"}', "namespaces must be a list"),
+        ('{"namespaces": ["Storage"]}', "is not a namespace name"),
     ],
 )
 def test_a_bad_egress_allow_list_stops_start_up_naming_the_setting(text: str, message: str) -> None:
