@@ -103,7 +103,7 @@ def parse_host_patterns(text: str) -> tuple[str, ...]:
             continue
         labels = pattern.split(".")
         plain = [label.replace(NAMESPACE_PLACEHOLDER, "x") for label in labels]
-        fixed = [label for label in labels[-2:] if label == label.replace("{", "") != "*"]
+        fixed = [label for label in labels[-2:] if label != "*" and "{" not in label]
         if len(fixed) < 2 or not all(HOST_LABEL.match(label) for label in plain):
             raise SettingsError(
                 f"ALLOWED_SERVING_HOSTS: {pattern!r} is not a host pattern: dot-separated "
@@ -130,9 +130,9 @@ def local_serving_settings(env: Mapping[str, str] | None = None) -> ServingSetti
     """The settings of `longrun serve` and `longrun run` (local mode): the environment's,
     with the cluster-only allow-lists open. Locally there is no other tenant, no image is
     pulled (each runtime maps to a local server), no Ingress, Certificate, Service or
-    NetworkPolicy is made, and what a `generic` deployment runs on the host is gated by the
-    local command's own flag; the rules that protect the server itself (reserved env names,
-    key Secrets) stay."""
+    NetworkPolicy is made, and what a `generic` deployment runs on the host is the local
+    command's own concern; the rules that protect the server itself (reserved env names, key
+    Secrets) stay."""
     settings = serving_settings_from_env(env)
     return replace(
         settings,
