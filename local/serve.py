@@ -25,7 +25,7 @@ from typing import Any, TextIO
 
 from contracts.serving import API_KEY_SECRET_KEY
 from controller.core.serving import names, uses
-from controller.core.serving.settings import serving_settings_from_env
+from controller.core.serving.settings import local_serving_settings
 from controller.core.serving.uses import Target
 from controller.core.settings import SettingsError
 from local import generic
@@ -137,7 +137,7 @@ class DeploymentsForRun:
             local = local_deployment(
                 obj,
                 self.inputs,
-                serving_settings_from_env(),
+                local_serving_settings(),
                 work_dir=self.work_dir,
                 pythons=self.pythons,
                 claims=self.claims,
@@ -225,7 +225,7 @@ def pick_deployment(inputs: Inputs, name: str | None, *, namespace: str) -> Obj:
 
 def prepare(args: argparse.Namespace) -> LocalDeployment:
     """Load, validate and resolve; InputError (or ValueError) when anything is wrong."""
-    settings = serving_settings_from_env()
+    settings = local_serving_settings()
     inputs = load_inputs(args.files, namespace=args.namespace)
     add_env_files(inputs, args.env_file, namespace=args.namespace)
     obj = pick_deployment(inputs, args.name, namespace=args.namespace)

@@ -33,7 +33,6 @@ from contracts.serving.model import (
 from contracts.serving.runtime import (
     RuntimeSpec,
 )
-from contracts.serving.serverflags import LLAMA_CPP
 from contracts.serving.sources import (
     API_KEY_SECRET_KEY,
     DeploymentPhase,
@@ -189,10 +188,6 @@ class CacheSpec(Schema):
 _BLOCK_DEFAULT: JsonDict = {"default": {}}
 IDLE_ABOVE = "idleReplicas: must not exceed replicas"
 IDLE_WITH_HPA = "idleReplicas: with autoscaling it can only be 0 (the autoscaler owns other counts)"
-LLAMA_ENV_REFUSED = (
-    "env: llama.cpp reads LLAMA_API_KEY and LLAMA_ARG_* variables as the flags extraArgs may "
-    "not set (docs/serving.md lists them); remove them"
-)
 
 
 class ModelDeploymentSpec(Schema):
@@ -214,8 +209,6 @@ class ModelDeploymentSpec(Schema):
             "!has(self.model) || !(has(self.runtime.kserve) || has(self.runtime.mlserver)) || "
             "self.model.format in ['sklearn', 'xgboost']",
             "model.format: runtimes kserve and mlserver serve format sklearn or xgboost",
-            "!has(self.runtime.llamacpp) || !has(self.env) || " + LLAMA_CPP.cel_env_rule(),
-            LLAMA_ENV_REFUSED,
         )
     )
 
@@ -296,21 +289,12 @@ class ModelDeploymentSpec(Schema):
             )
         ):
             raise ValueError(f"model.format: {problem}")
-        if self.runtime.kind == "llamacpp":
-            _check_llama_env(self.env)
         return self
 
     @property
     def is_on_demand(self) -> bool:
         """True when the deployment idles at `idleReplicas` while no run uses it."""
         return self.idle_replicas is not None
-
-
-def _check_llama_env(env: list[EnvVar]) -> None:
-    """No variable llama.cpp reads as a flag that extraArgs may not set (`LLAMA_ARG_HOST`...)."""
-    for index, var in enumerate(env):
-        if problem := LLAMA_CPP.env_problem(var.name):
-            raise ValueError(f"env[{index}].name: {problem}")
 
 
 KeysReason = Literal["Created", "RotationRequested", "KeyCountChanged", "SecretMissing"]

@@ -16,8 +16,10 @@ The same rules serve other servers: vLLM's parser (argparse) reads `_` as `-` to
 `LLAMA_CPP` is llama.cpp's, from its server's argument list (tools/server/README.md, which
 llama.cpp generates from common/arg.cpp).
 
-Kept in `contracts` because the pydantic validators and the CRD's CEL rules both need it
-(`cel_arg_rule`, `cel_env_rule`), and the controller's policy may use it too.
+Kept in `contracts` because the pydantic validator and the CRD's CEL rule both need it
+(`cel_arg_rule`). The environment variables are listed with each option: the controller's
+policy refuses them in a deployment's `env` (every `LLAMA_ARG_*` and `LLAMA_API_KEY`, in any
+letter case: controller/core/serving/policy.py), and a test holds the two together.
 """
 
 from __future__ import annotations
@@ -104,16 +106,6 @@ class FlagRules:
         )
         return f"{written!r}{read} is not allowed: {option.why}; remove it from {field}"
 
-    def env_problem(self, name: str) -> str | None:
-        """Why the environment variable `name` may not be set, or None."""
-        option = self.refused_env(name)
-        if option is None:
-            return None
-        return (
-            f"{name!r} is read by {self.server} as {option.names[0]}, which is not allowed: "
-            f"{option.why}; remove it"
-        )
-
     def cel_arg_rule(self) -> str:
         """A CEL rule on a list of arguments, true when none is refused (`abbreviations`
         aside: CEL has no cheap prefix test over a list, so the validator alone checks them).
@@ -124,10 +116,6 @@ class FlagRules:
         if self.underscores:
             name = "(a.startsWith('--') ? a.replace('_', '-') : a).split('=')[0]"
         return f"self.all(a, !({name} in {_cel_list(self.all_names())}))"
-
-    def cel_env_rule(self) -> str:
-        """A CEL condition on an `env` list, true when no variable aliases a refused option."""
-        return f"self.env.all(e, !(e.name.upperAscii() in {_cel_list(self.all_env())}))"
 
 
 def _abbreviates(name: str, option: RefusedOption) -> bool:

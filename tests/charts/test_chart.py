@@ -335,7 +335,7 @@ def test_bind_addresses_reach_the_controller_environment(chart: Any) -> None:
 
 VIEW = {"get", "list", "watch"}
 EDIT = VIEW | {"create", "update", "patch", "delete", "deletecollection"}
-RESOURCES = ("inferenceconfigs", "inferenceruns")
+RESOURCES = ("inferenceconfigs", "inferenceruns", "models", "modeldeployments")
 
 
 def _people_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -374,12 +374,14 @@ def test_people_roles_aggregate_into_the_built_in_view_and_edit(chart: Any, valu
     assert "aggregationRule" not in roles["longrun-view"]  # they feed roles, they aggregate none
 
 
-def test_people_can_view_configs_and_runs_and_their_status(chart: Any) -> None:
+def test_people_can_view_configs_runs_models_and_deployments_and_their_status(chart: Any) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-view"])
     assert grants == {r: VIEW for r in (*RESOURCES, *(f"{r}/status" for r in RESOURCES))}
 
 
-def test_editors_manage_configs_and_runs_but_only_read_status(chart: Any) -> None:
+def test_editors_manage_configs_runs_models_and_deployments_but_only_read_status(
+    chart: Any,
+) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-edit"])
     assert {r: grants[r] for r in RESOURCES} == {r: EDIT for r in RESOURCES}
     for resource in RESOURCES:

@@ -1,8 +1,9 @@
 """Flags a model server must not get from a deployment: matched as the server reads them.
 
-Real: the pydantic models, `contracts.serving.serverflags` and, for the CRD's CEL rules, the
-API emulator's CEL evaluator (e2e/emulator/cel.py; the real server's answers to the same
-rules are the fidelity goldens of testdata/invalid). Faked: nothing.
+Real: the pydantic models, `contracts.serving.serverflags`, the controller's env policy, and,
+for the CRD's CEL rule, the API emulator's CEL evaluator (e2e/emulator/cel.py; the real
+server's answers to the same rule are the fidelity goldens of testdata/invalid). Faked:
+nothing.
 """
 
 from __future__ import annotations
@@ -79,35 +80,16 @@ def test_only_double_dash_flags_have_underscores_read_as_dashes() -> None:
     assert LLAMA_CPP.normalise("-h_f") == "-h_f"  # llama.cpp matches short names as written
 
 
-ALIASES = [
-    "LLAMA_API_KEY",
-    "LLAMA_ARG_API_KEY_FILE",
-    "LLAMA_ARG_MODEL_URL",
-    "llama_arg_hf_repo",
-    "LLAMA_ARG_HF_TOKEN",
-    "LLAMA_ARG_STATIC_PATH",
-    "LLAMA_ARG_RPC",
-    "LLAMA_ARG_HOST",
-    "LLAMA_ARG_TOOLS",
-]
+def test_every_variable_llama_cpp_reads_as_a_refused_flag_is_refused_in_env() -> None:
+    # The controller's policy (controller/core/serving/policy.py) refuses them, in any case.
+    from controller.core.serving.policy import env_problems
 
-
-@pytest.mark.parametrize("name", ALIASES)
-def test_environment_variables_that_alias_refused_flags_are_refused(name: str) -> None:
-    message = refusal(
-        deployment(env=[{"name": "TZ", "value": "UTC"}, {"name": name, "value": "x"}])
-    )
-    assert message.startswith(f"env[1].name: '{name}' is read by llama.cpp as --")
-
-
-def test_other_runtimes_and_tuning_variables_are_not_concerned() -> None:
-    ModelDeploymentSpec.model_validate(
-        deployment(env=[{"name": "LLAMA_ARG_THREADS", "value": "4"}])
-    )
-    generic = {"image": "x", "port": 8000, "protocol": "openai-chat"}
-    ModelDeploymentSpec.model_validate(
-        deployment(runtime={"generic": generic}, env=[{"name": "LLAMA_ARG_MODEL", "value": "x"}])
-    )
+    names = LLAMA_CPP.all_env()
+    assert {"LLAMA_API_KEY", "LLAMA_ARG_MODEL_URL", "LLAMA_ARG_STATIC_PATH"} <= set(names)
+    for name in names:
+        assert LLAMA_CPP.refused_env(name.lower()) is not None
+        spec = ModelDeploymentSpec.model_validate(deployment(env=[{"name": name, "value": "x"}]))
+        assert [p.reason for p in env_problems(spec)] == ["EnvNotAllowed"], name
 
 
 def test_every_spelling_of_every_refused_option_is_refused_by_the_crd_rule_too() -> None:
@@ -118,14 +100,6 @@ def test_every_spelling_of_every_refused_option_is_refused_by_the_crd_rule_too()
             assert LLAMA_CPP.refused(arg) is not None, arg
             assert evaluate(rule, ["--seed", "1", arg]) is False, arg
     assert evaluate(rule, ALLOWED) is True
-
-
-def test_every_refused_variable_is_refused_by_the_crd_rule_too() -> None:
-    rule = "!has(self.runtime.llamacpp) || !has(self.env) || " + LLAMA_CPP.cel_env_rule()
-    for name in LLAMA_CPP.all_env():
-        spec = {"runtime": {"llamacpp": {}}, "env": [{"name": name.lower()}]}
-        assert evaluate(rule, spec) is False, name
-    assert evaluate(rule, {"runtime": {"llamacpp": {}}, "env": [{"name": "TZ"}]}) is True
 
 
 def test_a_server_that_takes_abbreviations_refuses_every_prefix_of_a_refused_flag() -> None:

@@ -55,6 +55,13 @@ def model_server() -> Iterator[tuple[str, list[str]]]:
         server.server_close()
 
 
+def open_settings(*, denied_cidrs: tuple[str, ...]) -> ServingSettings:
+    """The controller's settings with the generic server below allowed (image, command)."""
+    return ServingSettings(
+        denied_cidrs=denied_cidrs, allowed_images=("*",), allow_custom_commands=True
+    )
+
+
 def resolved(cluster: Cluster, source: str, settings: ServingSettings) -> ServingResolved:
     # A generic server this machine has (the agent starts no container whose image it cannot
     # run), without keys: the test is about the download in front of it.
@@ -80,7 +87,7 @@ def create_pod(cluster: Cluster, r: ServingResolved, settings: ServingSettings) 
 def test_a_download_from_a_denied_network_fails_the_pod_and_names_the_setting(
     cluster: Cluster,
 ) -> None:
-    settings = ServingSettings(denied_cidrs=("169.254.0.0/16", "127.0.0.1/32"))
+    settings = open_settings(denied_cidrs=("169.254.0.0/16", "127.0.0.1/32"))
     with model_server() as (base, seen):
         create_pod(cluster, resolved(cluster, f"{base}/tiny.onnx", settings), settings)
         pod = cluster.wait_phase("chat-0", "Failed", "Running", "Succeeded", timeout=60)
@@ -102,7 +109,7 @@ def test_a_download_from_a_denied_network_fails_the_pod_and_names_the_setting(
 
 
 def test_the_same_download_succeeds_where_its_network_is_not_denied(cluster: Cluster) -> None:
-    settings = ServingSettings(denied_cidrs=("169.254.0.0/16",))
+    settings = open_settings(denied_cidrs=("169.254.0.0/16",))
     with model_server() as (base, seen):
         create_pod(cluster, resolved(cluster, f"{base}/tiny.onnx", settings), settings)
         pod = cluster.wait_pod(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from controller.core.serving.settings import ServingSettings, serving_settings_f
 from controller.core.settings import SettingsError
 from tests.controller.unit.serving.objects import (
     RUNTIMES,
+    SETTINGS,
     UID,
     created,
     decide,
@@ -272,7 +274,10 @@ def test_user_env_passes_literals_and_secret_references_only() -> None:
         {"name": "LOG_LEVEL", "value": "debug"},
         {"name": "HF_TOKEN", "secretKeyRef": {"name": "hf", "key": "token"}},
     ]
-    server = container(pod_of(decide(deployment(env=env))), names.RUNTIME_CONTAINER)
+    settings = replace(SETTINGS, allowed_env_secrets=("hf",))
+    server = container(
+        pod_of(decide(deployment(env=env), settings=settings)), names.RUNTIME_CONTAINER
+    )
     assert {"name": "LOG_LEVEL", "value": "debug"} in server["env"]
     assert {
         "name": "HF_TOKEN",

@@ -246,18 +246,13 @@ def test_an_image_off_the_allow_list_is_refused_but_defaults_always_pass() -> No
     assert decide(deployment(), settings=settings).writes  # the default llama.cpp image
 
 
-@pytest.mark.parametrize("name", ["MLSERVER_HOST", "LD_PRELOAD", "MODEL_PATH", "PYTHONPATH"])
+@pytest.mark.parametrize(
+    "name", ["MLSERVER_HOST", "LLAMA_API_KEY", "LD_PRELOAD", "MODEL_PATH", "PYTHONPATH"]
+)
 def test_env_that_would_bypass_the_key_check_or_run_code_is_refused(name: str) -> None:
     status = decide(deployment(env=[{"name": name, "value": "x"}])).status
     assert reason(status) == "EnvNotAllowed"
     assert status.message is not None and status.message.startswith("spec.env[0].name:")
-
-
-def test_llama_cpp_variables_aliasing_refused_flags_make_an_invalid_spec() -> None:
-    # The contract refuses them (longrun validate does too): contracts/serving/serverflags.py.
-    status = decide(deployment(env=[{"name": "LLAMA_API_KEY", "value": "x"}])).status
-    assert reason(status) == "InvalidSpec"
-    assert status.message is not None and "env[0].name: 'LLAMA_API_KEY'" in status.message
 
 
 def test_tolerations_come_from_the_allow_list() -> None:
