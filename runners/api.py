@@ -114,11 +114,18 @@ class ConfigError(Exception):
 
 
 class TransientError(Exception):
-    """A failure worth retrying (connection error, timeout, 429, 5xx)."""
+    """A failure worth retrying (connection error, timeout, 429, 5xx).
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    `overloaded` says the server asked for fewer requests (HTTP 429 or 503, gRPC
+    RESOURCE_EXHAUSTED): `concurrency: auto` then lowers the requests in flight at once.
+    """
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, overloaded: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.overloaded = overloaded
 
 
 class BatchRejected(Exception):

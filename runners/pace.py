@@ -1,0 +1,309 @@
+"""`concurrency: auto`: model requests in flight that follow the server's pace.
+
+Why: the best number of requests in flight depends on what serves the model, and no fixed
+default fits them all: llama.cpp serves `--parallel` slots and queues the rest, vLLM batches
+whatever arrives, a deployment has several replicas, a tensor server on a small machine shares
+its CPU with the runner. So the runner looks for the number itself, while it runs, from what it
+sees of every request: how many records it carried, how long it took, and whether the server
+said it was overloaded (429 or 503: TransientError.overloaded).
+
+How (a hill climb on records/s, with latency and overload as brakes; the numbers are below):
+- A gate lets at most `limit` requests in at once, 1 <= limit <= the maximum
+  (`maxConcurrency`). The pipeline's worker threads (as many as the maximum) wait at the gate.
+- Time is cut into windows. After each change of the limit, measuring waits until a request
+  sent under the new limit has come back (requests sent before would blur the comparison);
+  a window then closes when it holds `max(8, 2 x limit)` requests and `MIN_SECONDS` have
+  passed. Its rate is records done / seconds; its latency, request seconds per record.
+- Up: from the start (`initialConcurrency`; with a deploymentRef, the slots the deployment
+  declares times its ready replicas), the limit doubles while each level's rate beats the level
+  below it by `GAIN`. Down: when a doubling gains less, the server's knee is at or below the
+  level below it, so from there the limit steps down by a quarter (at least one) while the
+  rate stays within `GAIN` of that level's, and settles on the lowest level that did: the
+  same records/s with fewer requests waiting (a start past what the server needs comes down
+  the same way).
+- Hold: every `REPROBE` windows the limit tries a quarter more (at least one) for
+  `PROBE_WINDOWS` windows, and keeps it and climbs again when their rate beats the level's
+  moving average by `GAIN`, else goes back (one noisy window does not move it up). When latency per
+  record stays `LATENCY_RISE` times above what it was on reaching the level, for
+  `RISE_WINDOWS` windows, and records/s did not grow, the limit drops by a quarter: the server
+  got slower or busier, and fewer requests waiting drain its queue.
+- Overload: a 429 or 503 halves the limit at once. Where it happened becomes a ceiling: the
+  limit no longer doubles, and probes (a quarter more at a time) start again only after
+  `COOLDOWN` windows; a probe that reaches the ceiling without a refusal lifts it. Refusals of
+  requests sent before the halving do not halve it again, nor do those sent after it until one
+  of them has come back, unless `limit` of them were refused.
+
+The decisions (`Climber`) are pure: windows in, a limit out. The gate (`AutoConcurrency`)
+measures with an injected clock, so both are tested without threads or sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contracts.config import RunnerTuning
+from runners.retry import Stopped, Waiter
+
+GAIN = 0.08  # records/s a level must add over the one below to count as faster
+LATENCY_RISE = 1.5  # latency per record, against the level's own on reaching it ...
+RISE_WINDOWS = 2  # ... for this many windows in a row, lowers the limit by a quarter
+BACKOFF = 0.5  # a 429/503 multiplies the limit by this
+REPROBE = 8  # windows held between two probes above the level
+PROBE_WINDOWS = 2  # a probe's windows, against the held level's moving average
+SMOOTHING = 0.25  # weight of a new window in that average
+COOLDOWN = 16  # windows after an overload without a probe back to where it happened
+MIN_CALLS = 8
+MIN_SECONDS = 0.5
+_POLL = 0.2
+
+
+@dataclass(frozen=True)
+class Window:
+    """What the requests that came back in one window did."""
+
+    seconds: float
+    calls: int
+    records: int
+    busy: float  # request seconds, summed
+    overloaded: bool = False
+
+    @property
+    def rate(self) -> float:
+        """Records per second."""
+        return self.records / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def latency(self) -> float:
+        """Request seconds per record."""
+        return self.busy / self.records if self.records else 0.0
+
+
+@dataclass
+class Climber:
+    """The decisions: one window in, the next limit out (see the module docstring)."""
+
+    limit: int
+    maximum: int
+    phase: str = "up"  # up, down, hold, probe
+    base: tuple[int, float] | None = None  # (level, records/s) to beat, or to keep within
+    held: tuple[float, float] | None = None  # (records/s, latency) on reaching the level
+    mean_rate: float = 0.0  # records/s while held, a moving average
+    probed: list[Window] = field(default_factory=list)  # the probe's windows so far
+    windows: int = 0  # windows held since the last probe
+    rises: int = 0  # windows in a row with latency risen
+    cooldown: int = 0  # windows left without a probe to the ceiling
+    ceiling: int = 0  # where the server last said it was overloaded (0: never)
+
+    def decide(self, window: Window) -> int:
+        """The limit after `window`."""
+        self.cooldown = max(0, self.cooldown - 1)
+        if window.overloaded:
+            self._overloaded()
+        elif window.records:
+            {"up": self._up, "down": self._down, "hold": self._hold, "probe": self._probe}[
+                self.phase
+            ](window)
+        return self.limit
+
+    def _up(self, w: Window) -> None:
+        if self.base is None or w.rate >= self.base[1] * (1 + GAIN):
+            self.base = (self.limit, w.rate)
+            higher = self._bounded(2 * self.limit)
+            if higher > self.limit:
+                self.limit = higher
+            else:
+                self._hold_at(self.limit)
+            return
+        self._trim(*self.base)  # the doubling did not pay: the knee is at or below the base
+
+    def _trim(self, level: int, rate: float) -> None:
+        """From `level` (making `rate`), look for the fewest requests that make as much."""
+        self.base = (level, rate)
+        if level == 1:
+            self._hold_at(1)
+        else:
+            self.phase, self.limit = "down", _lower(level)
+
+    def _down(self, w: Window) -> None:
+        assert self.base is not None
+        if w.rate < self.base[1] * (1 - GAIN):  # too few: back to the last level that held
+            self._hold_at(self.base[0])
+        elif self.limit == 1:
+            self._hold_at(1)
+        else:  # as many records/s with fewer requests waiting: keep going down
+            self.base = (self.limit, self.base[1])
+            self.limit = _lower(self.limit)
+
+    def _hold(self, w: Window) -> None:
+        if self.held is None:
+            self.held, self.mean_rate = (w.rate, w.latency), w.rate
+            return
+        rate, latency = self.held
+        self.mean_rate += (w.rate - self.mean_rate) * SMOOTHING
+        slower = w.latency > latency * LATENCY_RISE and w.rate < rate * (1 + GAIN)
+        self.rises = self.rises + 1 if slower else 0
+        if self.rises >= RISE_WINDOWS and self.limit > 1:
+            self._hold_at(_lower(self.limit))
+            return
+        self.windows += 1
+        above = self._bounded(self.limit + max(1, self.limit // 4), probe=True)
+        if self.windows >= REPROBE and above > self.limit:
+            self.phase, self.base, self.limit = "probe", (self.limit, self.mean_rate), above
+            self.probed = []
+
+    def _probe(self, w: Window) -> None:
+        assert self.base is not None
+        self.probed.append(w)
+        if len(self.probed) < PROBE_WINDOWS:
+            return
+        seconds = sum(p.seconds for p in self.probed)
+        rate = sum(p.records for p in self.probed) / seconds if seconds > 0 else 0.0
+        if rate < self.base[1] * (1 + GAIN):
+            self.phase, self.limit, self.windows = "hold", self.base[0], 0
+            return
+        if self.limit >= self.ceiling:
+            self.ceiling = 0  # past where the server refused before, without a refusal
+        self.phase, self.base = "up", (self.limit, rate)
+        higher = self._bounded(2 * self.limit)
+        if higher > self.limit:
+            self.limit = higher
+        else:
+            self._hold_at(self.limit)
+
+    def _overloaded(self) -> None:
+        self.ceiling, self.cooldown = self.limit, COOLDOWN
+        self._hold_at(max(1, int(self.limit * BACKOFF)))
+
+    def _bounded(self, level: int, *, probe: bool = False) -> int:
+        """`level` within the maximum, and the way up after an overload: no doubling while
+        its ceiling stands, no probe while cooling down."""
+        if self.ceiling and (not probe or self.cooldown):
+            return self.limit
+        return min(self.maximum, level)
+
+    def _hold_at(self, level: int) -> None:
+        self.phase, self.limit = "hold", level
+        self.held, self.windows, self.rises = None, 0, 0
+
+
+def _lower(level: int) -> int:
+    """The next level down: a quarter fewer, at least one fewer."""
+    return max(1, level - max(1, level // 4))
+
+
+@dataclass
+class _Meter:
+    """The window being measured (under AutoConcurrency's lock)."""
+
+    changed_at: float
+    since: float | None = None  # when measuring began: a request sent after the change is back
+    calls: int = 0
+    records: int = 0
+    busy: float = 0.0
+    refused: int = 0  # requests sent after the change and refused before measuring began
+
+
+@dataclass
+class AutoConcurrency:
+    """The gate of `concurrency: auto`: `acquire` before a request, `release` after it."""
+
+    start: int
+    maximum: int
+    clock: Callable[[], float] = time.monotonic
+    # Called with (old limit, the climber after the change, the window that decided).
+    on_change: Callable[[int, Climber, Window], None] | None = None
+    climber: Climber = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.climber = Climber(limit=max(1, min(self.start, self.maximum)), maximum=self.maximum)
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._meter = _Meter(changed_at=self.clock())
+
+    @property
+    def limit(self) -> int:
+        """Requests allowed in flight now."""
+        return self.climber.limit
+
+    def acquire(self, halt: Waiter) -> float:
+        """Wait for a free slot (Stopped when `halt` is set meanwhile); returns the start time."""
+        with self._cond:
+            while self._in_flight >= self.climber.limit:
+                if halt.is_set():
+                    raise Stopped()
+                self._cond.wait(_POLL)
+            self._in_flight += 1
+            return self.clock()
+
+    def release(self, started: float, *, records: int, overloaded: bool = False) -> None:
+        """A request sent at `started` came back with `records` done, or overloaded."""
+        now = self.clock()
+        with self._cond:
+            self._in_flight -= 1
+            self._count(started, now, records=records, overloaded=overloaded)
+            self._cond.notify_all()
+
+    def _count(self, started: float, now: float, *, records: int, overloaded: bool) -> None:
+        meter = self._meter
+        if overloaded:  # the server asks for less: at once, unless it may be the old limit's echo
+            if started < meter.changed_at:
+                return
+            meter.refused += 1
+            if meter.since is not None or meter.refused >= self.climber.limit:
+                self._close(now, overloaded=True)
+            return
+        if started < meter.changed_at:
+            return  # sent under the old limit
+        if meter.since is None:
+            meter.since = now  # the new limit's requests are flowing: measure from here
+            return
+        if now <= meter.since:
+            return  # came back with the one that opened the window: not within it
+        meter.calls += 1
+        meter.records += records
+        meter.busy += now - started
+        if meter.calls >= max(MIN_CALLS, 2 * self.climber.limit) and (
+            now - meter.since >= MIN_SECONDS
+        ):
+            self._close(now, overloaded=False)
+
+    def _close(self, now: float, *, overloaded: bool) -> None:
+        meter = self._meter
+        since = meter.since if meter.since is not None else meter.changed_at
+        window = Window(now - since, meter.calls, meter.records, meter.busy, overloaded)
+        old = self.climber.limit
+        new = self.climber.decide(window)
+        if new != old:
+            self._meter = _Meter(changed_at=now)
+            if self.on_change is not None:
+                self.on_change(old, self.climber, window)
+        else:
+            self._meter = _Meter(changed_at=meter.changed_at, since=now)
+
+
+def auto_concurrency(tuning: RunnerTuning, *, log: Callable[[str], None]) -> AutoConcurrency | None:
+    """The gate for the run's tuning (None when the concurrency is a number). It logs where it
+    settles and every overload, not each probe: a line per level held."""
+    if not tuning.is_auto:
+        return None
+    settled = [tuning.concurrency_start]
+
+    def report(old: int, climber: Climber, window: Window) -> None:
+        if window.overloaded:
+            log(f"concurrency auto: the server is overloaded (429/503): {old} -> {climber.limit}")
+        elif climber.phase == "hold" and climber.limit != settled[0]:
+            log(
+                f"concurrency auto: {climber.limit} requests in flight "
+                f"({window.rate:,.0f} records/s at {old})"
+            )
+        if climber.phase == "hold":
+            settled[0] = climber.limit
+
+    log(
+        f"concurrency auto: starting at {tuning.concurrency_start} requests in flight, "
+        f"at most {tuning.concurrency_cap}"
+    )
+    return AutoConcurrency(tuning.concurrency_start, tuning.concurrency_cap, on_change=report)

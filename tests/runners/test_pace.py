@@ -1,0 +1,177 @@
+"""`concurrency: auto` (runners/pace.py): where the gate settles against model servers of known
+shape, and how it reacts to 429s and to a server that slows down or grows.
+
+Real: the gate (`AutoConcurrency`) and its decisions (`Climber`), unchanged. Faked: the server
+and the clock. A small discrete-event simulation stands for the runner's worker threads and the
+server: requests are sent whenever the gate has room (the pipeline always has batches waiting),
+and a request sent while `k` are in flight takes `k x batch / rate(k)` seconds, so that `k`
+requests in flight make `rate(k)` records/s, the server's shape. No threads, no sleeps: every
+run is deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from runners.pace import COOLDOWN, AutoConcurrency, Climber, Window
+from runners.retry import Stopped
+
+BATCH = 32
+
+
+def slots(count: int, *, per_slot: float = 100.0) -> Callable[[int], float]:
+    """A server with `count` slots: records/s grow with requests in flight up to `count`."""
+    return lambda k: per_slot * min(k, count)
+
+
+@dataclass
+class Simulation:
+    """The runner's workers and a server of shape `rate(in flight)`, on a fake clock."""
+
+    gate: AutoConcurrency
+    rate: Callable[[int], float]
+    overloaded_above: int | None = None  # the server answers 429 beyond this many in flight
+    now: float = 0.0
+    limits: list[int] = field(default_factory=list)  # the limit after every request
+    _done: list[tuple[float, int, float, bool]] = field(default_factory=list)
+    _in_flight: int = 0
+    _seq: int = 0
+
+    def run(self, seconds: float) -> None:
+        """Send and complete requests until the clock has moved `seconds` on."""
+        end = self.now + seconds
+        while self.now < end:
+            self._fill()
+            finished, _, started, overloaded = heapq.heappop(self._done)
+            self.now = finished
+            self._in_flight -= 1
+            self.gate.release(started, records=0 if overloaded else BATCH, overloaded=overloaded)
+            self.limits.append(self.gate.limit)
+
+    def _fill(self) -> None:
+        while self._in_flight < self.gate.limit:
+            started = self.gate.acquire(threading.Event())
+            self._in_flight += 1
+            k = self._in_flight
+            overloaded = self.overloaded_above is not None and k > self.overloaded_above
+            seconds = 0.005 if overloaded else k * BATCH / self.rate(k)
+            self._seq += 1
+            heapq.heappush(self._done, (started + seconds, self._seq, started, overloaded))
+
+    def settled(self) -> set[int]:
+        """The limits of the last quarter of the run (probes included)."""
+        return set(self.limits[-len(self.limits) // 4 :])
+
+
+def simulate(rate: Callable[[int], float], *, start: int, maximum: int = 64) -> Simulation:
+    sim = Simulation(gate=None, rate=rate)  # type: ignore[arg-type]
+    sim.gate = AutoConcurrency(start, maximum, clock=lambda: sim.now)
+    return sim
+
+
+def test_climbs_to_the_slots_of_a_server_that_serves_eight_at_once() -> None:
+    sim = simulate(slots(8), start=2)
+    sim.run(120)
+    assert sim.gate.climber.phase in ("hold", "probe")
+    assert min(sim.settled()) == 8  # held at 8, probing 10 now and then
+    assert max(sim.settled()) <= 10
+
+
+def test_comes_down_from_a_start_past_what_the_server_needs() -> None:
+    sim = simulate(slots(2), start=16)
+    sim.run(120)
+    assert min(sim.settled()) == 2
+    assert max(sim.settled()) <= 3
+
+
+def test_stays_at_one_for_a_server_that_serialises_requests() -> None:
+    sim = simulate(slots(1), start=4)
+    sim.run(120)
+    assert min(sim.settled()) == 1
+    assert max(sim.settled()) <= 2
+
+
+def test_never_goes_past_the_maximum() -> None:
+    sim = simulate(slots(1000), start=4, maximum=24)
+    sim.run(60)
+    assert max(sim.limits) == 24
+    assert sim.gate.limit == 24
+
+
+def test_halves_on_429_and_climbs_back_only_by_probes() -> None:
+    sim = simulate(slots(64), start=8)
+    sim.overloaded_above = 12  # a gateway that refuses more than 12 at once
+    sim.run(120)
+    first = sim.limits.index(16)  # it doubled to 16 and got 429s ...
+    assert next(limit for limit in sim.limits[first:] if limit != 16) == 8  # ... halved ...
+    after = sim.limits[sim.limits.index(8, first) :]
+    assert max(after) <= 15  # ... and never doubled again: probes only
+    assert sum(1 for limit in after if limit > 12) / len(after) < 0.02  # the edge, seldom
+    assert sum(after) / len(after) >= 8
+
+
+def test_lowers_the_limit_when_latency_rises_without_more_records() -> None:
+    sim = simulate(slots(8), start=8)
+    sim.run(30)
+    assert sim.gate.climber.phase == "hold"
+    held, before = sim.gate.limit, len(sim.limits)
+    sim.rate = slots(8, per_slot=25.0)  # the server got 4x slower (another tenant, a bad node)
+    sim.run(30)
+    changes = [limit for limit in sim.limits[before:] if limit != held]
+    assert changes[0] < held  # the first move is down, before any probe
+
+
+def test_follows_a_deployment_that_grows() -> None:
+    sim = simulate(slots(4), start=4)
+    sim.run(60)
+    assert min(sim.settled()) == 4
+    sim.rate = slots(16)  # three more replicas became ready
+    sim.run(240)
+    assert min(sim.settled()) >= 15  # 16, or a level making records/s within GAIN of it
+
+
+def test_requests_sent_before_a_change_are_not_measured() -> None:
+    now, windows = [0.0], []
+    gate = AutoConcurrency(2, 64, clock=lambda: now[0], on_change=lambda *c: windows.append(c[2]))
+    halt = threading.Event()
+
+    def request(seconds: float, records: int = BATCH) -> None:
+        started = gate.acquire(halt)
+        now[0] += seconds
+        gate.release(started, records=records)
+
+    straggler = gate.acquire(halt)  # sent under the first limit, back only after the change
+    for _ in range(9):  # the first opens the window, 8 more close it: 2 -> 4
+        request(0.1)
+    assert gate.limit == 4
+    gate.release(straggler, records=10_000)  # would make a huge rate, were it counted
+    for _ in range(9):  # faster: 4 -> 8
+        request(0.07)
+    assert gate.limit == 8
+    assert [w.records for w in windows] == [8 * BATCH, 8 * BATCH]
+
+
+def test_acquire_gives_up_when_the_run_stops() -> None:
+    gate = AutoConcurrency(1, 4)
+    gate.acquire(threading.Event())
+    halt = threading.Event()
+    halt.set()
+    with pytest.raises(Stopped):
+        gate.acquire(halt)
+
+
+def test_an_overload_while_holding_starts_the_cooldown() -> None:
+    climber = Climber(limit=8, maximum=64, phase="hold")
+    assert climber.decide(Window(1.0, 10, 0, 1.0, overloaded=True)) == 4
+    assert (climber.ceiling, climber.cooldown, climber.phase) == (8, COOLDOWN, "hold")
+
+
+def test_empty_windows_change_nothing() -> None:
+    climber = Climber(limit=8, maximum=64)
+    assert climber.decide(Window(1.0, 3, 0, 0.0)) == 8
+    assert climber.phase == "up"
