@@ -175,7 +175,7 @@ _SERVERS = (
         protocols=(HTTP,),
         ready_path="/health",  # open with --api-key too, unlike /v1/models
         models=("tiny-llama",),
-        startup_timeout=300.0,  # ~45 s on a quiet machine, 110 s and more on a busy one
+        startup_timeout=480.0,  # ~45 s on a quiet machine, 110-210 s on a busy one (load 10-20)
         stop_timeout=30.0,
         api_key_env="VLLM_API_KEY",
     ),
@@ -187,7 +187,7 @@ _SERVERS = (
         ready_path="/health",
         models=("tiny-llama",),
         args=("--embedding",),
-        startup_timeout=300.0,
+        startup_timeout=480.0,
         stop_timeout=30.0,
         api_key_env="VLLM_API_KEY",
     ),
