@@ -116,8 +116,9 @@ class ConfigError(Exception):
 class TransientError(Exception):
     """A failure worth retrying (connection error, timeout, 429, 5xx).
 
-    `overloaded` says the server asked for fewer requests (HTTP 429 or 503, gRPC
-    RESOURCE_EXHAUSTED): `concurrency: auto` then lowers the requests in flight at once.
+    `overloaded` says the server asked for fewer requests (gRPC RESOURCE_EXHAUSTED, or
+    HTTP 429 or 503 in a subclass that carries the response's `status`): `concurrency: auto`
+    then lowers the requests in flight at once.
     """
 
     def __init__(
@@ -125,7 +126,12 @@ class TransientError(Exception):
     ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-        self.overloaded = overloaded
+        self._overloaded = overloaded
+
+    @property
+    def overloaded(self) -> bool:
+        """Whether the server asked for fewer requests (see the class docstring)."""
+        return self._overloaded or getattr(self, "status", None) in (429, 503)
 
 
 class BatchRejected(Exception):

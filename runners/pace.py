@@ -221,12 +221,17 @@ class AutoConcurrency:
         self.climber = Climber(limit=max(1, min(self.start, self.maximum)), maximum=self.maximum)
         self._cond = threading.Condition()
         self._in_flight = 0
+        self._peak = self.climber.limit
         self._meter = _Meter(changed_at=self.clock())
 
     @property
     def limit(self) -> int:
         """Requests allowed in flight now."""
         return self.climber.limit
+
+    def describe(self) -> str:
+        """Where it is and how high it went, for the runner's last log line."""
+        return f"{self.climber.limit} requests in flight at the end (most: {self._peak})"
 
     def acquire(self, halt: Waiter) -> float:
         """Wait for a free slot (Stopped when `halt` is set meanwhile); returns the start time."""
@@ -277,6 +282,7 @@ class AutoConcurrency:
         old = self.climber.limit
         new = self.climber.decide(window)
         if new != old:
+            self._peak = max(self._peak, new)
             self._meter = _Meter(changed_at=now)
             if self.on_change is not None:
                 self.on_change(old, self.climber, window)

@@ -196,6 +196,8 @@ class Pipeline:
             pass  # _finish says why: the writer's error, or SIGTERM
         finally:
             progress.stop()
+            if self._pace is not None:
+                self._log(f"concurrency auto: {self._pace.describe()}")
         self._finish()
 
     # -- reading (main thread) -------------------------------------------------------

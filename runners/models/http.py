@@ -60,7 +60,7 @@ class HttpUnavailable(TransientError):
     """TransientError for an HTTP status (408, 429, 5xx)."""
 
     def __init__(self, message: str, *, status: int, retry_after: float | None) -> None:
-        super().__init__(message, retry_after=retry_after, overloaded=status in (429, 503))
+        super().__init__(message, retry_after=retry_after)
         self.status = status
 
 

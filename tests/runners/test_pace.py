@@ -1,12 +1,13 @@
 """`concurrency: auto` (runners/pace.py): where the gate settles against model servers of known
 shape, and how it reacts to 429s and to a server that slows down or grows.
 
-Real: the gate (`AutoConcurrency`) and its decisions (`Climber`), unchanged. Faked: the server
-and the clock. A small discrete-event simulation stands for the runner's worker threads and the
-server: requests are sent whenever the gate has room (the pipeline always has batches waiting),
-and a request sent while `k` are in flight takes `k x batch / rate(k)` seconds, so that `k`
-requests in flight make `rate(k)` records/s, the server's shape. No threads, no sleeps: every
-run is deterministic.
+Real: the gate (`AutoConcurrency`) and its decisions (`Climber`), unchanged, and ModelCalls with
+the HTTP client's 429 error. Faked: the server, the model client and the clock. A small
+discrete-event simulation stands for the runner's worker threads and the server: requests are
+sent whenever the gate has room (the pipeline always has batches waiting), and a request sent
+while `k` are in flight takes `k x batch / rate(k)` seconds, so that `k` requests in flight
+make `rate(k)` records/s, the server's shape. No threads, no sleeps: every run is
+deterministic.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from runners.api import InputRecord, Prediction
+from runners.modelcalls import ModelCalls
+from runners.models.http import HttpUnavailable
 from runners.pace import COOLDOWN, AutoConcurrency, Climber, Window
-from runners.retry import Stopped
+from runners.retry import Backoff, Stopped
 
 BATCH = 32
 
@@ -175,3 +179,29 @@ def test_empty_windows_change_nothing() -> None:
     climber = Climber(limit=8, maximum=64)
     assert climber.decide(Window(1.0, 3, 0, 0.0)) == 8
     assert climber.phase == "up"
+
+
+class BusyOnce:
+    """A model client whose server answers 429 to its first request, then predicts."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def predict(self, batch: list[InputRecord]) -> list[Prediction]:
+        self.calls += 1
+        if self.calls == 1:
+            raise HttpUnavailable("POST /infer: HTTP 429", status=429, retry_after=None)
+        return [Prediction(1) for _ in batch]
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_429_through_the_model_calls_reaches_the_gate() -> None:
+    gate = AutoConcurrency(1, 8)
+    client = BusyOnce()
+    calls = ModelCalls(client, Backoff(0, 0), threading.Event(), pace=gate)  # type: ignore[arg-type]
+    records = [InputRecord(id=str(i), position=i, data={"x": i}) for i in range(4)]
+    result = calls.predict(records)
+    assert [len(part[0]) for part in result] == [4]  # retried, then predicted
+    assert (client.calls, gate.climber.ceiling, gate.climber.cooldown) == (2, 1, COOLDOWN)
