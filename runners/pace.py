@@ -12,15 +12,18 @@ How (a hill climb on records/s, with latency and overload as brakes; the numbers
   (`maxConcurrency`). The pipeline's worker threads (as many as the maximum) wait at the gate.
 - Time is cut into windows. After each change of the limit, measuring waits until a request
   sent under the new limit has come back (requests sent before would blur the comparison);
-  a window then closes when it holds `max(8, 2 x limit)` requests and `MIN_SECONDS` have
-  passed. Its rate is records done / seconds; its latency, request seconds per record.
+  a window then closes when it holds `max(MIN_CALLS, 2 x limit)` requests and `MIN_SECONDS`
+  have passed. Its rate is records/s by Little's law (requests in flight on average, times
+  records per request second: see Window.rate); its latency, request seconds per record.
 - Up: from the start (`initialConcurrency`; with a deploymentRef, the slots the deployment
   declares times its ready replicas), the limit doubles while each level's rate beats the level
-  below it by `GAIN`. Down: when a doubling gains less, the server's knee is at or below the
-  level below it, so from there the limit steps down by a quarter (at least one) while the
-  rate stays within `GAIN` of that level's, and settles on the lowest level that did: the
-  same records/s with fewer requests waiting (a start past what the server needs comes down
-  the same way).
+  below it by `GAIN` (a window that shows more, but not `GAIN` more, gets a second one, and
+  the two decide together). Down: when a doubling gains less, the server's knee is at or below
+  the level below it, so from there the limit steps down by a quarter (at least one) while
+  two windows' rate stays within `TRIM` of that level's, and settles on the lowest level that
+  did: the same records/s with fewer requests waiting (a start past what the server needs
+  comes down the same way). Missing a faster level costs records/s, a level too many costs
+  only latency: so going down asks for more evidence than going up.
 - Hold: every `REPROBE` windows the limit tries a quarter more (at least one) for
   `PROBE_WINDOWS` windows, and keeps it and climbs again when their rate beats the level's
   moving average by `GAIN`, else goes back (one noisy window does not move it up). When latency per
@@ -48,6 +51,7 @@ from contracts.config import RunnerTuning
 from runners.retry import Stopped, Waiter
 
 GAIN = 0.08  # records/s a level must add over the one below to count as faster
+TRIM = 0.04  # records/s a level may lose against the one above and still be enough
 LATENCY_RISE = 1.5  # latency per record, against the level's own on reaching it ...
 RISE_WINDOWS = 2  # ... for this many windows in a row, lowers the limit by a quarter
 BACKOFF = 0.5  # a 429/503 multiplies the limit by this
@@ -55,8 +59,8 @@ REPROBE = 8  # windows held between two probes above the level
 PROBE_WINDOWS = 2  # a probe's windows, against the held level's moving average
 SMOOTHING = 0.25  # weight of a new window in that average
 COOLDOWN = 16  # windows after an overload without a probe back to where it happened
-MIN_CALLS = 8
-MIN_SECONDS = 0.5
+MIN_CALLS = 16
+MIN_SECONDS = 1.0
 _POLL = 0.2
 
 
@@ -69,10 +73,16 @@ class Window:
     records: int
     busy: float  # request seconds, summed
     overloaded: bool = False
+    occupancy: float | None = None  # requests in flight, on average over the window
 
     @property
     def rate(self) -> float:
-        """Records per second."""
+        """Records per second, by Little's law: requests in flight x records per request
+        second. Counting the requests that came back within the window instead is off by up to
+        a whole batch of them when a server answers several at once (vLLM, Triton's dynamic
+        batcher) and the window ends within such a batch; every request's own latency is not."""
+        if self.occupancy is not None and self.busy > 0:
+            return self.occupancy * self.records / self.busy
         return self.records / self.seconds if self.seconds > 0 else 0.0
 
     @property
@@ -109,19 +119,28 @@ class Climber:
         return self.limit
 
     def _up(self, w: Window) -> None:
-        if self.base is None or w.rate >= self.base[1] * (1 + GAIN):
-            self.base = (self.limit, w.rate)
-            higher = self._bounded(2 * self.limit)
-            if higher > self.limit:
-                self.limit = higher
-            else:
-                self._hold_at(self.limit)
+        if self.base is None:
+            self._climb(w.rate)
             return
-        self._trim(*self.base)  # the doubling did not pay: the knee is at or below the base
+        rate = self._pooled(w)
+        if rate >= self.base[1] * (1 + GAIN):
+            self._climb(rate)
+        elif rate < self.base[1] or len(self.probed) >= PROBE_WINDOWS:
+            self._trim(*self.base)  # the doubling did not pay: the knee is at or below the base
+        # else: more, but not clearly enough: the next window decides, on both
+
+    def _climb(self, rate: float) -> None:
+        """This level pays (`rate`): on to twice as many."""
+        self.base, self.probed = (self.limit, rate), []
+        higher = self._bounded(2 * self.limit)
+        if higher > self.limit:
+            self.limit = higher
+        else:
+            self._hold_at(self.limit)
 
     def _trim(self, level: int, rate: float) -> None:
         """From `level` (making `rate`), look for the fewest requests that make as much."""
-        self.base = (level, rate)
+        self.base, self.probed = (level, rate), []
         if level == 1:
             self._hold_at(1)
         else:
@@ -129,13 +148,24 @@ class Climber:
 
     def _down(self, w: Window) -> None:
         assert self.base is not None
-        if w.rate < self.base[1] * (1 - GAIN):  # too few: back to the last level that held
+        rate = self._pooled(w)
+        if rate < self.base[1] * (1 - GAIN):  # clearly fewer: back to the last level that held
+            self._hold_at(self.base[0])
+        elif len(self.probed) < PROBE_WINDOWS:
+            return  # one window is not enough to give up requests on
+        elif rate < self.base[1] * (1 - TRIM):
             self._hold_at(self.base[0])
         elif self.limit == 1:
             self._hold_at(1)
         else:  # as many records/s with fewer requests waiting: keep going down
-            self.base = (self.limit, self.base[1])
+            self.base, self.probed = (self.limit, self.base[1]), []
             self.limit = _lower(self.limit)
+
+    def _pooled(self, w: Window) -> float:
+        """Records/s of the windows at this level so far, `w` included."""
+        self.probed.append(w)
+        seconds = sum(p.seconds for p in self.probed)
+        return sum(p.records for p in self.probed) / seconds if seconds > 0 else 0.0
 
     def _hold(self, w: Window) -> None:
         if self.held is None:
@@ -152,26 +182,19 @@ class Climber:
         above = self._bounded(self.limit + max(1, self.limit // 4), probe=True)
         if self.windows >= REPROBE and above > self.limit:
             self.phase, self.base, self.limit = "probe", (self.limit, self.mean_rate), above
-            self.probed = []
 
     def _probe(self, w: Window) -> None:
         assert self.base is not None
-        self.probed.append(w)
+        rate = self._pooled(w)
         if len(self.probed) < PROBE_WINDOWS:
             return
-        seconds = sum(p.seconds for p in self.probed)
-        rate = sum(p.records for p in self.probed) / seconds if seconds > 0 else 0.0
         if rate < self.base[1] * (1 + GAIN):
             self.phase, self.limit, self.windows = "hold", self.base[0], 0
             return
         if self.limit >= self.ceiling:
             self.ceiling = 0  # past where the server refused before, without a refusal
-        self.phase, self.base = "up", (self.limit, rate)
-        higher = self._bounded(2 * self.limit)
-        if higher > self.limit:
-            self.limit = higher
-        else:
-            self._hold_at(self.limit)
+        self.phase = "up"
+        self._climb(rate)
 
     def _overloaded(self) -> None:
         self.ceiling, self.cooldown = self.limit, COOLDOWN
@@ -186,7 +209,7 @@ class Climber:
 
     def _hold_at(self, level: int) -> None:
         self.phase, self.limit = "hold", level
-        self.held, self.windows, self.rises = None, 0, 0
+        self.held, self.windows, self.rises, self.probed = None, 0, 0, []
 
 
 def _lower(level: int) -> int:
@@ -203,6 +226,8 @@ class _Meter:
     calls: int = 0
     records: int = 0
     busy: float = 0.0
+    in_flight: int = 0  # of the requests sent since the change
+    area: float = 0.0  # those requests in flight x seconds, since measuring began
     refused: int = 0  # requests sent after the change and refused before measuring began
 
 
@@ -221,6 +246,7 @@ class AutoConcurrency:
         self.climber = Climber(limit=max(1, min(self.start, self.maximum)), maximum=self.maximum)
         self._cond = threading.Condition()
         self._in_flight = 0
+        self._marked = self.clock()
         self._peak = self.climber.limit
         self._meter = _Meter(changed_at=self.clock())
 
@@ -240,16 +266,27 @@ class AutoConcurrency:
                 if halt.is_set():
                     raise Stopped()
                 self._cond.wait(_POLL)
-            self._in_flight += 1
-            return self.clock()
+            now = self.clock()
+            self._occupy(now, +1, counted=True)
+            return now
 
     def release(self, started: float, *, records: int, overloaded: bool = False) -> None:
         """A request sent at `started` came back with `records` done, or overloaded."""
         now = self.clock()
         with self._cond:
-            self._in_flight -= 1
+            self._occupy(now, -1, counted=started >= self._meter.changed_at)
             self._count(started, now, records=records, overloaded=overloaded)
             self._cond.notify_all()
+
+    def _occupy(self, now: float, change: int, *, counted: bool) -> None:
+        """Requests in flight change by `change` at `now`; the window's area (of the requests
+        sent since the last change, the only ones it counts) grows first."""
+        meter = self._meter
+        if meter.since is not None:
+            meter.area += meter.in_flight * max(0.0, now - self._marked)
+        self._marked, self._in_flight = now, self._in_flight + change
+        if counted:
+            meter.in_flight += change
 
     def _count(self, started: float, now: float, *, records: int, overloaded: bool) -> None:
         meter = self._meter
@@ -265,8 +302,6 @@ class AutoConcurrency:
         if meter.since is None:
             meter.since = now  # the new limit's requests are flowing: measure from here
             return
-        if now <= meter.since:
-            return  # came back with the one that opened the window: not within it
         meter.calls += 1
         meter.records += records
         meter.busy += now - started
@@ -278,16 +313,18 @@ class AutoConcurrency:
     def _close(self, now: float, *, overloaded: bool) -> None:
         meter = self._meter
         since = meter.since if meter.since is not None else meter.changed_at
-        window = Window(now - since, meter.calls, meter.records, meter.busy, overloaded)
+        seconds = now - since
+        occupancy = meter.area / seconds if seconds > 0 else None
+        window = Window(seconds, meter.calls, meter.records, meter.busy, overloaded, occupancy)
         old = self.climber.limit
         new = self.climber.decide(window)
         if new != old:
             self._peak = max(self._peak, new)
-            self._meter = _Meter(changed_at=now)
+            self._meter = _Meter(changed_at=now)  # what is in flight now was sent before it
             if self.on_change is not None:
                 self.on_change(old, self.climber, window)
         else:
-            self._meter = _Meter(changed_at=meter.changed_at, since=now)
+            self._meter = _Meter(meter.changed_at, since=now, in_flight=meter.in_flight)
 
 
 def auto_concurrency(tuning: RunnerTuning, *, log: Callable[[str], None]) -> AutoConcurrency | None:
