@@ -12,8 +12,8 @@ How (a hill climb on records/s, with latency and overload as brakes; the numbers
   (`maxConcurrency`). The pipeline's worker threads (as many as the maximum) wait at the gate.
 - Time is cut into windows. After each change of the limit, measuring waits until a request
   sent under the new limit has come back (requests sent before would blur the comparison);
-  a window then closes when it holds `max(MIN_CALLS, 2 x limit)` requests and `MIN_SECONDS`
-  have passed. Its rate is records/s by Little's law (requests in flight on average, times
+  a window then closes when it holds `max(MIN_CALLS, limit)` requests and `MIN_SECONDS` have
+  passed. Its rate is records/s by Little's law (requests in flight on average, times
   records per request second: see Window.rate); its latency, request seconds per record.
 - Up: from the start (`initialConcurrency`; with a deploymentRef, the slots the deployment
   declares times its ready replicas), the limit doubles while each level's rate beats the level
@@ -59,7 +59,7 @@ REPROBE = 8  # windows held between two probes above the level
 PROBE_WINDOWS = 2  # a probe's windows, against the held level's moving average
 SMOOTHING = 0.25  # weight of a new window in that average
 COOLDOWN = 16  # windows after an overload without a probe back to where it happened
-MIN_CALLS = 16
+MIN_CALLS = 8  # and at least `limit`: every request in flight has turned over once
 MIN_SECONDS = 1.0
 _POLL = 0.2
 
@@ -305,9 +305,7 @@ class AutoConcurrency:
         meter.calls += 1
         meter.records += records
         meter.busy += now - started
-        if meter.calls >= max(MIN_CALLS, 2 * self.climber.limit) and (
-            now - meter.since >= MIN_SECONDS
-        ):
+        if meter.calls >= max(MIN_CALLS, self.climber.limit) and (now - meter.since >= MIN_SECONDS):
             self._close(now, overloaded=False)
 
     def _close(self, now: float, *, overloaded: bool) -> None:

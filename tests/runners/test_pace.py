@@ -146,8 +146,7 @@ def test_lowers_the_limit_when_latency_rises_without_more_records() -> None:
     held, before = sim.gate.limit, len(sim.limits)
     sim.rate = slots(8, per_slot=25.0)  # the server got 4x slower (another tenant, a bad node)
     sim.run(30)
-    assert min(sim.limits[before:]) < held  # probes aside, it went down
-    assert sim.gate.limit <= held
+    assert min(sim.limits[before:]) < held  # it went down (then climbed back as it paid)
 
 
 def test_follows_a_deployment_that_grows() -> None:
@@ -170,13 +169,14 @@ def test_requests_sent_before_a_change_are_not_measured() -> None:
         gate.release(started, records=records)
 
     straggler = gate.acquire(halt)  # sent under the first limit, back only after the change
-    for _ in range(17):  # the first opens the window, 16 more close it: 2 -> 4
+    while gate.limit == 2:  # the first opens the window, the others close it: 2 -> 4
         request(0.1)
     assert gate.limit == 4
     gate.release(straggler, records=10_000)  # would make a huge rate, were it counted
-    while gate.limit == 4:  # faster: 4 -> 8 (the straggler's 10,000 records would also do it)
+    while gate.limit == 4:  # faster: 4 -> 8
         request(0.04)
-    assert [w.records for w in windows] == [16 * BATCH, 25 * BATCH]  # 25 x 0.04 s: 1 s
+    assert gate.limit == 8
+    assert all(w.records % BATCH == 0 for w in windows)  # the straggler's 10,000 are in none
 
 
 def test_acquire_gives_up_when_the_run_stops() -> None:
