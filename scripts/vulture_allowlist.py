@@ -45,3 +45,5 @@ _.require_controllers  # e2e fixtures for real-control-plane suites
 _.ssl_ca_cert  # kubernetes Configuration (e2e/real)
 _.cert_file  # kubernetes Configuration (e2e/real)
 _.add_cleanup  # e2e/README.md: the real control plane's hook for agents started in-process
+_.pre_tokenizer  # tokenizers.Tokenizer attribute (e2e/peers/servers/vllm_setup.py)
+_.chat_template  # transformers tokenizer attribute, saved with it

@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -47,6 +47,7 @@ class PeerServer:
     log_path: Path
     process: subprocess.Popen[bytes] = field(repr=False)
     workdir: Path = field(repr=False)
+    api_key: str | None = field(default=None, repr=False)  # what requests must send, if any
 
     @property
     def name(self) -> str:
@@ -123,13 +124,19 @@ def start(
     cache_dir: str | os.PathLike[str] | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    api_key: str | None = None,
+    args: Sequence[str] = (),
 ) -> PeerServer:
     """Start server ``name`` (building its env first if needed) and wait until it is ready.
 
     ``ports`` fixes some ports by name (``http``, ``grpc``, ``metrics``); the rest are free
-    ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``).
+    ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``). With
+    ``api_key`` the server asks every request for it (servers whose spec has ``api_key_env``);
+    ``args`` go to the server's script after the spec's own.
     """
     spec = server_spec(name)
+    if api_key is not None and spec.api_key_env is None:
+        raise ValueError(f"server {name} takes no API key")
     env = ensure_env(spec.env, cache_dir=cache_dir, progress=progress)
     chosen = _choose_ports((*spec.protocols, *spec.extra_ports), fixed=ports or {})
     logs = Path(log_dir) if log_dir else cache_root(cache_dir) / "logs" / "servers"
@@ -137,11 +144,19 @@ def start(
     log_path = logs / f"{name}-{chosen[HTTP]}.log"
     workdir = Path(tempfile.mkdtemp(prefix=f"longrun-peer-{name}-"))
     try:
-        process = _spawn(spec, env=env, ports=chosen, workdir=workdir, log_path=log_path)
+        process = _spawn(
+            spec,
+            env=env,
+            ports=chosen,
+            workdir=workdir,
+            log_path=log_path,
+            args=tuple(args),
+            api_key=api_key,
+        )
     except OSError:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    server = PeerServer(spec, chosen, log_path, process, workdir)
+    server = PeerServer(spec, chosen, log_path, process, workdir, api_key)
     try:
         _wait_ready(server, timeout=timeout or spec.startup_timeout)
     except BaseException:
@@ -167,7 +182,14 @@ def _spawn(
     ports: Mapping[str, int],
     workdir: Path,
     log_path: Path,
+    args: tuple[str, ...] = (),
+    api_key: str | None = None,
 ) -> subprocess.Popen[bytes]:
+    environ = _environ(spec, env)
+    if spec.api_key_env is not None:  # the caller's own value must not ask for a key
+        environ.pop(spec.api_key_env, None)
+        if api_key is not None:
+            environ[spec.api_key_env] = api_key
     cmd = [
         str(env.python),
         "-u",
@@ -179,7 +201,7 @@ def _spawn(
     ]
     for port_name, port in ports.items():
         cmd += [f"--{port_name}-port", str(port)]
-    cmd += ["--model-name", spec.models[0], *spec.args]
+    cmd += ["--model-name", spec.models[0], *spec.args, *args]
     with log_path.open("wb") as log:
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()
@@ -189,7 +211,7 @@ def _spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=workdir,
-            env=_environ(spec, env),
+            env=environ,
             start_new_session=True,  # its own process group: stop() signals all of it
         )
 
