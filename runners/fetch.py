@@ -2,7 +2,7 @@
 
     longrun-fetch SOURCE DEST [--sha256 HEX] [--endpoint-url URL] [--credentials-dir DIR]
                   [--denied-cidrs CIDR,...] [--max-size SIZE] [--redirect-hosts GLOB,...]
-                  [--allow-instance-metadata]
+                  [--allow-instance-metadata] [--include GLOB]... [--exclude GLOB]...
 
 The controller renders this command line (controller/core/serving/builders.py,
 `fetch_container`); docs/serving.md documents it. SOURCE is a Model's URI:
@@ -11,10 +11,10 @@ The controller renders this command line (controller/core/serving/builders.py,
   boto3 (`--endpoint-url` for MinIO and other S3-compatible stores);
 - `https://host/path` (or `http://` with `--sha256`), with requests; `BEARER_TOKEN` sends
   `Authorization: Bearer`; a private CA comes from `REQUESTS_CA_BUNDLE` / `SSL_CERT_FILE`;
-- `hf://org/repo/file[@revision]` (one file) or `hf://org/repo[@revision]` (the whole
-  repo), through `HF_ENDPOINT` (default https://huggingface.co):
-  `{HF_ENDPOINT}/{org}/{repo}/resolve/{revision}/{file}`, and for a whole repo its file list
-  from `{HF_ENDPOINT}/api/models/{org}/{repo}/revision/{revision}`; `HF_TOKEN` is sent;
+- `hf://org/repo/file[@revision]` (one file) or `hf://org/repo[@revision]` (the repository
+  snapshot at the revision's commit, each file checked against the hub's SHA-256 or git blob
+  id: runners/fetch_hf.py), through `HF_ENDPOINT` (default https://huggingface.co);
+  `HF_TOKEN` is sent;
 - `pvc://claim/path`: the claim is mounted at `$LONGRUN_PVC_ROOT/claim` (default
   /mnt/source/claim). When DEST is that path the model is used in place and only checked;
   otherwise it is copied to DEST.
@@ -24,7 +24,16 @@ What makes it safe to run on every pod start:
   the marker `DEST.longrun-complete`, written after a successful fetch, is there;
 - downloads go to `DEST.partial` and are renamed into place, so a crash never leaves a half
   file that looks complete;
-- transient errors are retried a few times with backoff before giving up.
+- a `DEST.partial` left by an earlier attempt at the same source (and, for a Hugging Face
+  repository, the same commit and patterns: `DEST.partial.source` says which) is resumed: a
+  file already whole and checked is kept, a shorter one is continued with an HTTP Range (an
+  S3 range, a seek) from where it stopped;
+- transient errors are retried a few times with backoff before giving up, each retry
+  resuming where the last one stopped.
+
+A directory source takes only the files matching one of the `--include` globs (all without
+one) and none of the `--exclude` globs (on the path inside the directory; a pattern ending
+in `/` takes what is under it), as the Model's `include` and `exclude` say.
 
 What keeps it from reaching past the model (runners/fetch_net.py, issue 26): no connection
 to `--denied-cidrs` (the controller's DENIED_CIDRS), redirects only within the source's
@@ -50,34 +59,30 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import hashlib
 import os
 import re
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from runners.api import ConfigError
 from runners.fetch_base import (
-    CHUNK,
     EXIT_MISMATCH,
     EXIT_NOT_FOUND,
     EXIT_OK,
     EXIT_USAGE,
     Fetch,
     FetchError,
-    Opener,
+    Planned,
+    RemoteFile,
     SizeCap,
-    retrying,
 )
 from runners.fetch_net import endpoint_problem, parse_size, refusal
+from runners.fetch_resume import digest_of, download_all, is_complete, marker_of
 from runners.fetch_sources import file_opener, is_directory, plan
 
-MARKER = ".longrun-complete"
-PARTIAL = ".partial"
 DEFAULT_PVC_ROOT = "/mnt/source"
+__all__ = ["main", "marker_of", "run"]
 CREDENTIAL_NAMES = (
     "AWS_ACCESS_KEY_ID",
     "AWS_SECRET_ACCESS_KEY",
@@ -113,6 +118,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         action="store_true",
         help="s3: may use the node's instance role when no keys are given",
     )
+    add = parser.add_argument
+    add("--include", action="append", default=[], help="a directory: only files matching")
+    add("--exclude", action="append", default=[], help="a directory: no file matching")
     return parser.parse_args(argv)
 
 
@@ -146,6 +154,8 @@ def fetch_of(args: argparse.Namespace) -> Fetch:
         redirect_hosts=_listed(args.redirect_hosts),
         allow_instance_metadata=args.allow_instance_metadata,
         cap=_cap(args.max_size),
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
     )
 
 
@@ -235,79 +245,9 @@ def run(fetch: Fetch) -> str:
         raise FetchError(EXIT_USAGE, "--sha256 checks one file, but the source is a directory")
     if is_complete(fetch.dest, fetch.sha256, is_dir=is_dir):
         return f"{fetch.dest} is already there"
-    files = plan(fetch, scheme, rest)
-    _download_all(fetch, files, is_dir=is_dir)
+    planned = plan(fetch, scheme, rest)
+    download_all(fetch, planned, is_dir=is_dir)
     return f"fetched {fetch.source} into {fetch.dest}"
-
-
-# -- completeness and writing ----------------------------------------------------------------
-
-
-def marker_of(dest: Path) -> Path:
-    """The marker written next to DEST after a successful fetch."""
-    return dest.with_name(dest.name + MARKER)
-
-
-def is_complete(dest: Path, sha256: str | None, *, is_dir: bool) -> bool:
-    """True when DEST needs no fetch: its digest matches, or its marker is there."""
-    if sha256 is not None and not is_dir:
-        return dest.is_file() and digest_of(dest) == sha256
-    return marker_of(dest).exists() and (dest.is_dir() if is_dir else dest.is_file())
-
-
-def digest_of(path: Path) -> str:
-    """The SHA-256 of a file, hex."""
-    hashed = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(CHUNK):
-            hashed.update(block)
-    return hashed.hexdigest()
-
-
-def _download_all(fetch: Fetch, files: list[tuple[str, Opener]], *, is_dir: bool) -> None:
-    """Write every (relative path, opener) into DEST.partial, check, then rename into place."""
-    partial = fetch.dest.with_name(fetch.dest.name + PARTIAL)
-    _remove(partial)
-    marker_of(fetch.dest).unlink(missing_ok=True)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    for rel, opener in files:
-        target = partial / rel if is_dir else partial
-        try:
-            digest = retrying(functools.partial(_write, target, opener, fetch, rel))
-        except (FetchError, ConfigError):
-            _remove(partial)  # nothing half-written stays in the cache
-            raise
-        if fetch.sha256 is not None and digest != fetch.sha256:
-            _remove(partial)
-            raise FetchError(
-                EXIT_MISMATCH, f"sha256 of {fetch.source} is {digest}, expected {fetch.sha256}"
-            )
-    _remove(fetch.dest)
-    partial.rename(fetch.dest)
-    marker_of(fetch.dest).write_text(f"{fetch.source}\n")
-
-
-def _write(target: Path, opener: Opener, fetch: Fetch, rel: str) -> str:
-    """Write one file (its bytes counted against the fetch's cap); its SHA-256."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    hashed = hashlib.sha256()
-    written = 0
-    where = f"{fetch.source.rstrip('/')}/{rel}" if rel else fetch.source
-    with target.open("wb") as out:
-        for block in opener():
-            written += len(block)
-            fetch.cap.check(written, where)
-            hashed.update(block)
-            out.write(block)
-    fetch.cap.commit(written)
-    return hashed.hexdigest()
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
 
 
 # -- sources -----------------------------------------------------------------------------------
@@ -330,14 +270,14 @@ def _pvc(fetch: Fetch, rest: str) -> str:
         return f"{fetch.dest} is already there"
     files = (
         [
-            (str(p.relative_to(local)), file_opener(p))
+            RemoteFile(rel, file_opener(p))
             for p in sorted(local.rglob("*"))
-            if p.is_file()
+            if p.is_file() and fetch.wants(rel := str(p.relative_to(local)))
         ]
         if local.is_dir()
-        else [("", file_opener(local))]
+        else [RemoteFile("", file_opener(local))]
     )
-    _download_all(fetch, files, is_dir=local.is_dir())
+    download_all(fetch, Planned(files), is_dir=local.is_dir())
     return f"copied {fetch.source} into {fetch.dest}"
 
 

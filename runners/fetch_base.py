@@ -1,14 +1,16 @@
 """The vocabulary the parts of `longrun-fetch` share: one invocation (`Fetch`), its failure
 (`FetchError` and the exit codes), the size cap, and retrying.
 
-`longrun-fetch` is three modules: runners/fetch.py (the command, the cache, pvc://),
-runners/fetch_sources.py (s3, https and hf: the files to fetch), runners/fetch_net.py (where
-it may connect and be redirected, how much it may write, which AWS credentials it may use).
+`longrun-fetch` is four modules: runners/fetch.py (the command, the cache, pvc://),
+runners/fetch_sources.py (s3 and https: the files to fetch), runners/fetch_hf.py (Hugging Face
+repositories: their file lists and hashes), runners/fetch_net.py (where it may connect and be
+redirected, how much it may write, which AWS credentials it may use).
 What all three need lives here, at the bottom, so that none imports another in a cycle.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -69,14 +71,57 @@ class Fetch:
     redirect_hosts: tuple[str, ...] = ()  # hosts (globs) an https redirect may go to
     allow_instance_metadata: bool = False  # s3: may the node's instance role be used
     cap: SizeCap = field(default_factory=SizeCap)  # what it may write in all
+    include: tuple[str, ...] = ()  # a directory: only the files matching one of these globs
+    exclude: tuple[str, ...] = ()  # ... and none of these
 
     def secret(self, name: str) -> str | None:
         """A credential: from the credentials directory, else the environment."""
         return self.credentials.get(name) or self.env.get(name) or None
 
+    def wants(self, rel: str) -> bool:
+        """Whether a directory's file `rel` is fetched: it matches an include pattern (or there
+        is none) and no exclude pattern. As huggingface_hub's allow/ignore patterns: globs on
+        the path, and a pattern ending in / takes everything under it."""
+        return (not self.include or _matches(rel, self.include)) and not _matches(rel, self.exclude)
 
-# (relative path, opener): what a source plans, and what fetch.py writes into DEST.partial.
-Opener = Callable[[], Iterator[bytes]]
+
+def _matches(rel: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(rel, p + "*" if p.endswith("/") else p) for p in patterns)
+
+
+# Reads a file's bytes from an offset on (0: the whole file): what fetch.py resumes with.
+Opener = Callable[[int], Iterator[bytes]]
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file a source plans: where it goes under DEST ('' for a single-file source), how
+    to read it, and what its source says it is (to resume and to check it)."""
+
+    rel: str
+    open: Opener
+    size: int | None = None
+    sha256: str | None = None  # Hugging Face: an LFS file's SHA-256
+    git_sha1: str | None = None  # Hugging Face: a plain file's git blob id
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A source's files, and what names this version of them (a Hugging Face commit): a
+    partial download of another version is not resumed."""
+
+    files: list[RemoteFile]
+    version: str = ""
+
+
+def skip(blocks: Iterator[bytes], count: int) -> Iterator[bytes]:
+    """`blocks` without their first `count` bytes (a server that ignored a Range request)."""
+    for block in blocks:
+        if count >= len(block):
+            count -= len(block)
+            continue
+        yield block[count:]
+        count = 0
 
 
 def retrying(step: Callable[[], T]) -> T:

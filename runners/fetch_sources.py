@@ -1,13 +1,15 @@
-"""Where `longrun-fetch` (runners/fetch.py) reads a model from: s3, https, hf and local files.
+"""Where `longrun-fetch` (runners/fetch.py) reads a model from: s3, https and local files
+(Hugging Face repositories: runners/fetch_hf.py, on the HTTP stream here).
 
 runners/fetch.py is the command: its arguments, the cache (sha256, the completion marker,
-DEST.partial renamed into place) and the pvc:// source, which is mostly cache logic. This
-module is the other half: for each remote source, the list of files to fetch as (relative
-path, opener) pairs, with each library's errors (requests, boto3) turned into a
-`FetchError` with an exit code. They are kept apart so the cache logic reads without the
-details of three network protocols, and those can change without touching it. Where a
-download may connect and how much it may write is runners/fetch_net.py's; the vocabulary
-all of them share is runners/fetch_base.py's.
+DEST.partial renamed into place, resumed after a failure) and the pvc:// source, which is
+mostly cache logic. This module is the other half: for each remote source, the files to fetch
+(`RemoteFile`: relative path and an opener that reads from an offset on: a Range request),
+with each library's errors (requests, boto3) turned into a `FetchError` with an exit code.
+They are kept apart so the cache logic (runners/fetch_resume.py) reads without the details of
+the network protocols, and those can change without touching it. Where a download may connect
+and how much it may write is runners/fetch_net.py's; the vocabulary all of them share is
+runners/fetch_base.py's.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ from runners.fetch_base import (
     Fetch,
     FetchError,
     Opener,
+    Planned,
+    RemoteFile,
     retrying,
+    skip,
 )
 from runners.fetch_net import NO_KEYS_HINT, http_session, s3_client
 
-DEFAULT_HF = "https://huggingface.co"
-_HF = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)(/(?P<path>[^@\s]+))?(@(?P<rev>[\w./-]+))?$")
+# What one read of an HTTP body returns: a dropped connection loses at most this much of what
+# was received (requests keeps a short read to itself), so a resume starts close to the drop.
+READ_CHUNK = 1 << 16
+HF = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)(/(?P<path>[^@\s]+))?(@(?P<rev>[\w./-]+))?$")
 
 
 def is_directory(scheme: str, rest: str) -> bool:
@@ -38,7 +45,7 @@ def is_directory(scheme: str, rest: str) -> bool:
     if scheme == "s3":
         return rest.endswith("/")
     if scheme == "hf":
-        found = _HF.match(rest)
+        found = HF.match(rest)
         return found is not None and not found["path"]
     return False
 
@@ -46,13 +53,16 @@ def is_directory(scheme: str, rest: str) -> bool:
 # -- sources ---------------------------------------------------------------------------------
 
 
-def plan(fetch: Fetch, scheme: str, rest: str) -> list[tuple[str, Opener]]:
-    """(relative path, opener) of every file to fetch ('' for a single file)."""
+def plan(fetch: Fetch, scheme: str, rest: str) -> Planned:
+    """Every file to fetch (rel '' for a single file), and the version they are of."""
     if scheme == "s3":
-        return _s3_plan(fetch, rest)
+        return Planned(_s3_plan(fetch, rest))
     if scheme == "hf":
-        return _hf_plan(fetch, rest)
-    return [("", lambda: _http_stream(fetch, fetch.source, _bearer(fetch)))]
+        from runners.fetch_hf import hf_plan
+
+        return hf_plan(fetch, rest)
+    headers = _bearer(fetch)
+    return Planned([RemoteFile("", lambda at: http_stream(fetch, fetch.source, headers, at))])
 
 
 def _bearer(fetch: Fetch) -> dict[str, str]:
@@ -60,19 +70,25 @@ def _bearer(fetch: Fetch) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _http_stream(fetch: Fetch, url: str, headers: dict[str, str]) -> Iterator[bytes]:
+def http_stream(
+    fetch: Fetch, url: str, headers: dict[str, str], offset: int = 0
+) -> Iterator[bytes]:
+    """The body of a GET from byte `offset` on (a Range request; a server that answers the
+    whole file has its first bytes skipped), its announced length checked against the cap."""
     import requests
 
+    ask = {**headers, "Range": f"bytes={offset}-"} if offset else headers
     try:
         with (
             http_session(fetch) as session,
-            session.get(url, headers=headers, stream=True, timeout=(10, 300)) as resp,
+            session.get(url, headers=ask, stream=True, timeout=(10, 300)) as resp,
         ):
             _check_status(resp.status_code, url)
+            start = offset if resp.status_code == 206 else 0
             announced = resp.headers.get("Content-Length", "")
             if announced.isdigit():
-                fetch.cap.check(int(announced), url.split("?", 1)[0])
-            yield from resp.iter_content(CHUNK)
+                fetch.cap.check(start + int(announced), url.split("?", 1)[0])
+            yield from skip(resp.iter_content(READ_CHUNK), offset - start)
     except requests.exceptions.SSLError as exc:
         raise FetchError(
             EXIT_NOT_FOUND, f"TLS verification of {_host(url)} failed: {exc}"
@@ -96,61 +112,33 @@ def _host(url: str) -> str:
     return url.split("//", 1)[-1].split("/", 1)[0]
 
 
-def _hf_plan(fetch: Fetch, rest: str) -> list[tuple[str, Opener]]:
-    found = _HF.match(rest)
-    if found is None:
-        raise FetchError(EXIT_USAGE, f"unsupported source {fetch.source!r}")
-    base = (fetch.env.get("HF_ENDPOINT") or DEFAULT_HF).rstrip("/")
-    repo, revision = found["repo"], found["rev"] or "main"
-    token = fetch.secret("HF_TOKEN")
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    paths = [found["path"]] if found["path"] else _hf_files(fetch, base, repo, revision, headers)
-
-    def opener(path: str) -> Opener:
-        url = f"{base}/{repo}/resolve/{revision}/{path}"
-        return lambda: _http_stream(fetch, url, headers)
-
-    if found["path"]:
-        return [("", opener(found["path"]))]
-    return [(path, opener(path)) for path in paths]
-
-
-def _hf_files(
-    fetch: Fetch, base: str, repo: str, revision: str, headers: dict[str, str]
-) -> list[str]:
-    import json
-
-    url = f"{base}/api/models/{repo}/revision/{revision}"
-    body = retrying(lambda: b"".join(_http_stream(fetch, url, headers)).decode())
-    try:
-        siblings = json.loads(body).get("siblings") or []
-        return [_safe_rel(str(item["rfilename"])) for item in siblings]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise FetchError(EXIT_TRANSIENT, f"{url}: not a file list") from None
-
-
-def _safe_rel(path: str) -> str:
+def safe_rel(path: str) -> str:
     parts = Path(path).parts
     if not parts or Path(path).is_absolute() or ".." in parts:
         raise FetchError(EXIT_USAGE, f"refusing the file name {path!r}")
     return path
 
 
-def _s3_plan(fetch: Fetch, rest: str) -> list[tuple[str, Opener]]:
+def _s3_plan(fetch: Fetch, rest: str) -> list[RemoteFile]:
     bucket, _, key = rest.partition("/")
     client = s3_client(fetch)
     if not key.endswith("/"):
-        return [("", lambda: _s3_stream(fetch, client, bucket, key))]
+        return [RemoteFile("", _s3_opener(fetch, client, bucket, key))]
     keys = [
         k for k in retrying(lambda: _s3_list(fetch, client, bucket, key)) if not k.endswith("/")
     ]
-    if not keys:
+    files = [
+        RemoteFile(rel, _s3_opener(fetch, client, bucket, k))
+        for k in keys
+        if fetch.wants(rel := safe_rel(k[len(key) :]))
+    ]
+    if not files:
         raise FetchError(EXIT_NOT_FOUND, f"s3://{bucket}/{key}: no objects under the prefix")
-    return [(_safe_rel(k[len(key) :]), _s3_opener(fetch, client, bucket, k)) for k in keys]
+    return files
 
 
 def _s3_opener(fetch: Fetch, client: Any, bucket: str, key: str) -> Opener:
-    return lambda: _s3_stream(fetch, client, bucket, key)
+    return lambda at: _s3_stream(fetch, client, bucket, key, at)
 
 
 def _s3_list(fetch: Fetch, client: Any, bucket: str, prefix: str) -> list[str]:
@@ -165,13 +153,16 @@ def _s3_list(fetch: Fetch, client: Any, bucket: str, prefix: str) -> list[str]:
         raise FetchError(EXIT_TRANSIENT, f"s3://{bucket}/{prefix}: {type(exc).__name__}") from None
 
 
-def _s3_stream(fetch: Fetch, client: Any, bucket: str, key: str) -> Iterator[bytes]:
+def _s3_stream(
+    fetch: Fetch, client: Any, bucket: str, key: str, offset: int = 0
+) -> Iterator[bytes]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     where = f"s3://{bucket}/{key}"
+    ranged = {"Range": f"bytes={offset}-"} if offset else {}
     try:
-        answer = client.get_object(Bucket=bucket, Key=key)
-        fetch.cap.check(int(answer.get("ContentLength") or 0), where)
+        answer = client.get_object(Bucket=bucket, Key=key, **ranged)
+        fetch.cap.check(offset + int(answer.get("ContentLength") or 0), where)
         body: IO[bytes] = answer["Body"]
         while block := body.read(CHUNK):
             yield block
@@ -193,9 +184,10 @@ def _s3_error(exc: Any, where: str, fetch: Fetch) -> FetchError:
 
 
 def file_opener(path: Path) -> Opener:
-    def read() -> Iterator[bytes]:
+    def read(offset: int) -> Iterator[bytes]:
         try:
             with path.open("rb") as handle:
+                handle.seek(offset)
                 while block := handle.read(CHUNK):
                     yield block
         except OSError as exc:
