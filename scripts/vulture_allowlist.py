@@ -47,3 +47,10 @@ _.cert_file  # kubernetes Configuration (e2e/real)
 _.add_cleanup  # e2e/README.md: the real control plane's hook for agents started in-process
 _.pre_tokenizer  # tokenizers.Tokenizer attribute (e2e/peers/servers/vllm_setup.py)
 _.chat_template  # transformers tokenizer attribute, saved with it
+# Placement schema fields (contracts/serving/placement.py), serialised to the pod as they are.
+_.weight  # Preferred(Pod)SchedulingTerm
+_.max_skew  # TopologySpreadConstraint
+_.when_unsatisfiable  # TopologySpreadConstraint
+_.min_domains  # TopologySpreadConstraint
+_.node_affinity_policy  # TopologySpreadConstraint
+_.node_taints_policy  # TopologySpreadConstraint

@@ -2,7 +2,7 @@
 
 A `Model` (`mdl`) says once where a model lives and what it is; a
 `ModelDeployment` (`mdep`) serves one on a runtime (llama.cpp, KServe, MLServer,
-Triton or any image) behind a Service, with API keys, a model cache, optional
+Triton, vLLM or any image) behind a Service, with API keys, a model cache, optional
 Ingress/TLS and autoscaling. Runs take the endpoint from the deployment's status.
 
 As everywhere in `contracts`, the pydantic models are the source of the CRDs, the
@@ -16,18 +16,13 @@ from contracts.serving.deployment import (
     IDLE_ABOVE,
     IDLE_WITH_HPA,
     ApiKeysStatus,
-    AuthSpec,
     Autoscaling,
     CacheSpec,
-    EndpointSpec,
-    IngressSpec,
-    IssuerRef,
     ModelDeploymentSpec,
     ModelDeploymentStatus,
     PodsMetric,
-    ServingResources,
-    TlsSpec,
 )
+from contracts.serving.endpoint import AuthSpec, EndpointSpec, IngressSpec, IssuerRef, TlsSpec
 from contracts.serving.kinds import (
     AGE,
     MODEL_DEPLOYMENT_KIND,
@@ -46,6 +41,12 @@ from contracts.serving.model import (
     ModelStatus,
     ShortText,
 )
+from contracts.serving.placement import (
+    Affinity,
+    ServingResources,
+    TopologySpreadConstraint,
+    affinity_keys,
+)
 from contracts.serving.runtime import (
     GenericRuntime,
     Image,
@@ -54,10 +55,13 @@ from contracts.serving.runtime import (
     MLServerRuntime,
     RuntimeSpec,
     TritonRuntime,
+    VllmRuntime,
 )
 from contracts.serving.sources import (
     API_KEY_SECRET_KEY,
     API_KEYS_SECRET_KEY,
+    DIRECTORY_FORMATS,
+    GENERATIVE_FORMATS,
     GENERATIVE_TASKS,
     HTTP_NEEDS_SHA,
     ROTATE_KEYS_ANNOTATION,
@@ -79,6 +83,8 @@ __all__ = [
     "AGE",
     "API_KEYS_SECRET_KEY",
     "API_KEY_SECRET_KEY",
+    "DIRECTORY_FORMATS",
+    "GENERATIVE_FORMATS",
     "GENERATIVE_TASKS",
     "HTTP_NEEDS_SHA",
     "IDLE_ABOVE",
@@ -91,6 +97,7 @@ __all__ = [
     "SERVING_RESOURCE_MODELS",
     "SHA256_PATTERN",
     "SOURCE_HELP",
+    "Affinity",
     "ApiKeysStatus",
     "Arg",
     "AuthSpec",
@@ -124,7 +131,10 @@ __all__ = [
     "ShortText",
     "Task",
     "TlsSpec",
+    "TopologySpreadConstraint",
     "TritonRuntime",
+    "VllmRuntime",
+    "affinity_keys",
     "default_task",
     "format_problem",
     "parse_source",

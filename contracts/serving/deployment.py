@@ -14,7 +14,6 @@ from pydantic import (
 from pydantic.config import JsonDict
 
 from contracts.base import (
-    DNS_SUBDOMAIN,
     Condition,
     LocalObjectReference,
     NamespaceName,
@@ -25,11 +24,13 @@ from contracts.base import (
 from contracts.config import EnvVar, LabelValue, Quantity, Toleration
 from contracts.model import Protocol
 from contracts.run import LIST_MAP_BY_TYPE
+from contracts.serving.endpoint import AuthSpec, EndpointSpec
 from contracts.serving.model import (
     ModelRef,
     ModelSpec,
     ShortText,
 )
+from contracts.serving.placement import Affinity, ServingResources, TopologySpreadConstraint
 from contracts.serving.runtime import (
     RuntimeSpec,
 )
@@ -39,19 +40,7 @@ from contracts.serving.sources import (
     RuntimeKind,
     format_problem,
 )
-from contracts.serving.text import ServedName, UrlPath
-
-
-class ServingResources(Schema):
-    """CPU, memory and GPUs of each model server pod."""
-
-    cpu: Quantity | None = Field(default=None, description="CPU request, e.g. 2 or 500m.")
-    memory: Quantity | None = Field(
-        default=None, description="Memory request, also the limit unless memoryLimit is set."
-    )
-    cpu_limit: Quantity | None = Field(default=None, description="CPU limit; default: none.")
-    memory_limit: Quantity | None = Field(default=None, description="Memory limit.")
-    gpu: int = Field(default=0, ge=0, le=16, description="GPUs per pod (nvidia.com/gpu).")
+from contracts.serving.text import ServedName
 
 
 class PodsMetric(Schema):
@@ -92,66 +81,6 @@ class Autoscaling(Schema):
         return self
 
 
-class IngressSpec(Schema):
-    """An Ingress in front of the Service."""
-
-    host: Annotated[str, StringConstraints(max_length=253, pattern=DNS_SUBDOMAIN)] = Field(
-        description="Host name, e.g. llm.example.com."
-    )
-    path: UrlPath = Field(default="/", description="Path prefix.")
-    class_name: ObjectName | None = Field(default=None, description="IngressClass name.")
-
-
-class IssuerRef(Schema):
-    """A cert-manager issuer."""
-
-    name: ObjectName = Field(description="Issuer or ClusterIssuer name.")
-    kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer", description="Issuer kind.")
-
-
-class TlsSpec(Schema):
-    """TLS for the Ingress through a cert-manager Certificate."""
-
-    issuer_ref: IssuerRef = Field(description="The cert-manager issuer that signs the certificate.")
-    secret_name: ObjectName | None = Field(
-        default=None, description="Secret receiving the certificate; default: <name>-tls."
-    )
-
-
-class EndpointSpec(Schema):
-    """How the deployment is reached."""
-
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            "!has(self.tls) || has(self.ingress)",
-            "tls needs ingress (the certificate is for its host)",
-        )
-    )
-
-    service_type: Literal["ClusterIP", "NodePort", "LoadBalancer"] = Field(
-        default="ClusterIP", description="Service type."
-    )
-    port: int = Field(default=8080, ge=1, le=65535, description="Service port (HTTP).")
-    grpc_port: int = Field(
-        default=8081, ge=1, le=65535, description="Service port for gRPC (triton grpc only)."
-    )
-    ingress: IngressSpec | None = Field(default=None, description="Optional Ingress.")
-    tls: TlsSpec | None = Field(default=None, description="TLS for the Ingress (cert-manager).")
-
-    @model_validator(mode="after")
-    def _tls_needs_ingress(self) -> EndpointSpec:
-        if self.tls is not None and self.ingress is None:
-            raise ValueError("tls needs ingress (the certificate is for its host)")
-        return self
-
-
-class AuthSpec(Schema):
-    """API keys: generated into a Secret, enforced by the runtime or an nginx sidecar."""
-
-    enabled: bool = Field(default=True, description="Require `Authorization: Bearer <key>`.")
-    key_count: int = Field(default=1, ge=1, le=16, description="How many keys to generate.")
-
-
 class CacheSpec(Schema):
     """Where the init container puts the model: a PVC (downloaded once) or an emptyDir."""
 
@@ -187,6 +116,9 @@ class CacheSpec(Schema):
 
 _BLOCK_DEFAULT: JsonDict = {"default": {}}
 IDLE_ABOVE = "idleReplicas: must not exceed replicas"
+TP_ABOVE_GPUS = (
+    "runtime.vllm.tensorParallelSize: must not exceed resources.gpu (the GPUs of one pod)"
+)
 IDLE_WITH_HPA = "idleReplicas: with autoscaling it can only be 0 (the autoscaler owns other counts)"
 
 
@@ -209,6 +141,12 @@ class ModelDeploymentSpec(Schema):
             "!has(self.model) || !(has(self.runtime.kserve) || has(self.runtime.mlserver)) || "
             "self.model.format in ['sklearn', 'xgboost']",
             "model.format: runtimes kserve and mlserver serve format sklearn or xgboost",
+            "!has(self.model) || !has(self.runtime.vllm) || self.model.format == 'hf'",
+            "model.format: runtime vllm serves format hf",
+            "!has(self.runtime.vllm) || !has(self.runtime.vllm.tensorParallelSize) || "
+            "!has(self.resources) || !has(self.resources.gpu) || self.resources.gpu == 0 || "
+            "self.runtime.vllm.tensorParallelSize <= self.resources.gpu",
+            TP_ABOVE_GPUS,
         )
     )
 
@@ -248,6 +186,34 @@ class ModelDeploymentSpec(Schema):
     image_pull_secrets: list[LocalObjectReference] = Field(
         default_factory=list, max_length=16, description="Secrets used to pull the images."
     )
+    priority_class_name: ObjectName | None = Field(
+        default=None,
+        description=(
+            "PriorityClass of the server pods (allow-listed: chart runner.allowedPriorityClasses)."
+        ),
+    )
+    runtime_class_name: ObjectName | None = Field(
+        default=None,
+        description=(
+            "RuntimeClass of the server pods, e.g. nvidia (allow-listed: chart "
+            "serving.allowedRuntimeClasses)."
+        ),
+    )
+    affinity: Affinity | None = Field(
+        default=None,
+        description=(
+            "Node affinity, and pod (anti-)affinity within the namespace; the node label keys "
+            "and topology keys it names are allow-listed (chart serving.allowedAffinityKeys)."
+        ),
+    )
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(
+        default_factory=list,
+        max_length=8,
+        description=(
+            "Spread the pods over zones or nodes (default selector: the deployment's own pods); "
+            "topology keys allow-listed as for affinity."
+        ),
+    )
     env: list[EnvVar] = Field(
         default_factory=list, max_length=256, description="Extra server environment variables."
     )
@@ -283,6 +249,9 @@ class ModelDeploymentSpec(Schema):
             raise ValueError(IDLE_ABOVE)
         if idle not in (None, 0) and self.autoscaling is not None:
             raise ValueError(IDLE_WITH_HPA)
+        vllm, gpus = self.runtime.vllm, self.resources.gpu if self.resources else 0
+        if vllm is not None and gpus and (vllm.tensor_parallel_size or 0) > gpus:
+            raise ValueError(TP_ABOVE_GPUS)
         if self.model is not None and (
             problem := format_problem(
                 self.runtime.kind, self.model.format, self.model.resolved_task()
@@ -343,6 +312,13 @@ class ModelDeploymentStatus(Schema):
     )
     replicas: int | None = Field(default=None, ge=0, description="Server pods wanted now.")
     ready_replicas: int | None = Field(default=None, ge=0, description="Server pods ready.")
+    waiting_for: Annotated[str, StringConstraints(max_length=256)] | None = Field(
+        default=None,
+        description=(
+            "What no node can give the pods now, as the scheduler says (e.g. nvidia.com/gpu, "
+            "cpu); empty once they are scheduled."
+        ),
+    )
     slots_per_replica: int | None = Field(
         default=None,
         ge=1,

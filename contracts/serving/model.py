@@ -22,6 +22,8 @@ from contracts.base import (
 )
 from contracts.run import LIST_MAP_BY_TYPE
 from contracts.serving.sources import (
+    DIRECTORY_FORMATS,
+    GENERATIVE_FORMATS,
     HTTP_NEEDS_SHA,
     SOURCE_HELP,
     ModelFormat,
@@ -48,6 +50,22 @@ class ModelCredentials(SecretReference):
 
 # CEL for "the source is a directory" (ModelSource.is_directory, pvc:// aside).
 _CEL_DIRECTORY = "self.source.endsWith('/') || self.source.matches('^hf://[^/]+/[^/@]+(@.*)?$')"
+HF_NEEDS_DIRECTORY = (
+    "source: format hf needs a directory (a Hugging Face repository): hf://org/repo[@revision], "
+    "s3://bucket/prefix/ or pvc://claim/path"
+)
+TASK_FOR_FORMAT = (
+    "task: gguf and hf serve chat-completion, completion or embeddings; other formats predict"
+)
+PATTERNS_NEED_DIRECTORY = (
+    "include and exclude: apply to a downloaded directory (hf://org/repo, s3://bucket/prefix/)"
+)
+# A file pattern of a repository: a glob on the path inside it (`*.safetensors`, `onnx/*`).
+FilePattern = Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[^/\s]")]
+
+
+def _cel_list(items: tuple[str, ...]) -> str:
+    return "[" + ", ".join(f"'{i}'" for i in items) + "]"
 
 
 class ModelSpec(Schema):
@@ -71,11 +89,17 @@ class ModelSpec(Schema):
             f"{_CEL_DIRECTORY}",
             "source: format triton-repository needs a directory: s3://bucket/prefix/, "
             "hf://org/repo or pvc://claim/path",
-            f"self.format == 'triton-repository' || self.source.startsWith('pvc://') || "
-            f"!({_CEL_DIRECTORY})",
+            f"self.format != 'hf' || self.source.startsWith('pvc://') || {_CEL_DIRECTORY}",
+            HF_NEEDS_DIRECTORY,
+            f"self.format in {_cel_list(DIRECTORY_FORMATS)} || self.source.startsWith('pvc://') "
+            f"|| !({_CEL_DIRECTORY})",
             "source: this format needs a source naming one file, not a directory",
-            "!has(self.task) || (self.format == 'gguf') == (self.task != 'predict')",
-            "task: gguf serves chat-completion, completion or embeddings; other formats predict",
+            f"!has(self.task) || (self.format in {_cel_list(GENERATIVE_FORMATS)}) == "
+            "(self.task != 'predict')",
+            TASK_FOR_FORMAT,
+            f"(!has(self.include) && !has(self.exclude)) || (!self.source.startsWith('pvc://') "
+            f"&& ({_CEL_DIRECTORY}))",
+            PATTERNS_NEED_DIRECTORY,
         )
     )
 
@@ -103,13 +127,33 @@ class ModelSpec(Schema):
         ),
     )
     format: ModelFormat = Field(
-        description="gguf, sklearn (joblib), xgboost, onnx, or triton-repository (a directory)."
+        description=(
+            "gguf, hf (a Hugging Face repository: config, safetensors, tokenizer; a directory), "
+            "sklearn (joblib), xgboost, onnx, or triton-repository (a directory)."
+        )
     )
     task: Task | None = Field(
         default=None,
         description=(
-            "chat-completion, completion, embeddings (gguf) or predict (the other formats). "
-            "Default: chat-completion for gguf, predict otherwise."
+            "chat-completion, completion, embeddings (gguf, hf) or predict (the other formats). "
+            "Default: chat-completion for gguf and hf, predict otherwise."
+        ),
+    )
+    include: list[FilePattern] | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "A directory source: download only the files matching one of these globs (on the "
+            "path inside the directory, e.g. `*.safetensors`, `*.json`, `tokenizer*`; a pattern "
+            "ending in / takes what is under it). Default: every file."
+        ),
+    )
+    exclude: list[FilePattern] | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "A directory source: leave out the files matching one of these globs (it wins "
+            "over include), e.g. `*.bin`, `*.pt`, `original/`."
         ),
     )
     allowed_namespaces: list[NamespaceName] = Field(
@@ -133,7 +177,8 @@ class ModelSpec(Schema):
 def _source_problem(model: ModelSpec, source: ModelSource) -> str | None:
     """Why the source does not fit the rest of the model, as `field: reason`."""
     copied = source.scheme != "pvc"  # a pvc:// source is used in place, file or directory
-    wants_dir = model.format == "triton-repository"
+    wants_dir = model.format in DIRECTORY_FORMATS
+    patterns = model.include is not None or model.exclude is not None
     problems = (
         (source.scheme == "http" and model.sha256 is None, HTTP_NEEDS_SHA),
         (
@@ -149,23 +194,25 @@ def _source_problem(model: ModelSpec, source: ModelSource) -> str | None:
             "sha256: checks one file, but the source is a directory",
         ),
         (
-            wants_dir and not source.is_directory,
+            model.format == "triton-repository" and not source.is_directory,
             "source: format triton-repository needs a directory: s3://bucket/prefix/, "
             "hf://org/repo or pvc://claim/path",
         ),
+        (model.format == "hf" and not source.is_directory, HF_NEEDS_DIRECTORY),
         (
             not wants_dir and source.is_directory and copied,
             f"source: format {model.format} needs a source naming one file, not a directory",
         ),
+        (patterns and not (source.is_directory and copied), PATTERNS_NEED_DIRECTORY),
     )
     return next((message for failed, message in problems if failed), None)
 
 
 def _task_problem(model: ModelSpec) -> str | None:
     task = model.resolved_task()
-    if model.format == "gguf" and task == "predict":
-        return "task: format gguf serves chat-completion, completion or embeddings"
-    if model.format != "gguf" and task != "predict":
+    if model.format in GENERATIVE_FORMATS and task == "predict":
+        return f"task: format {model.format} serves chat-completion, completion or embeddings"
+    if model.format not in GENERATIVE_FORMATS and task != "predict":
         return f"task: format {model.format} serves predict only"
     return None
 

@@ -16,11 +16,12 @@ from contracts.base import (
     Schema,
     cel,
 )
+from contracts.config import Quantity
 from contracts.model import Protocol
 from contracts.serving.model import (
     Arg,
 )
-from contracts.serving.serverflags import LLAMA_CPP
+from contracts.serving.serverflags import LLAMA_CPP, VLLM
 from contracts.serving.sources import (
     RuntimeKind,
 )
@@ -65,6 +66,81 @@ class LlamaCppRuntime(Schema):
         max_length=64,
         description="More llama-server flags, appended as given (not the ones longrun sets).",
         json_schema_extra=cel(LLAMA_CPP.cel_arg_rule(), LLAMA_ARGS_REFUSED),
+    )
+
+
+VLLM_ARGS_REFUSED = (
+    "extraArgs may not set the model source, served name, API keys, listen address, TLS, "
+    "server-side files, code, other hosts or a typed field (docs/serving.md lists the flags)"
+)
+# vLLM's names (the kv-cache dtypes and quantization methods grow with each release).
+VllmName = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9_]+$")]
+
+
+def _check_vllm_args(args: list[str]) -> list[str]:
+    # Matched as vLLM's parser reads them: `--api_key`, `--api-k`, `-qfp8`, `--x.key`.
+    for arg in args:
+        if problem := VLLM.arg_problem(arg, field="extraArgs"):
+            raise ValueError(problem)
+    return args
+
+
+class VllmRuntime(Schema):
+    """vLLM's OpenAI server: a Hugging Face repository (format hf) on GPUs (or CPUs)."""
+
+    image: Image | None = Field(
+        default=None,
+        description=(
+            "Image override; default: the controller's vLLM image (a chart value): the CUDA "
+            "image with GPUs, the CPU image without."
+        ),
+    )
+    tensor_parallel_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="GPUs one model is split over (--tensor-parallel-size); default: the pod's.",
+    )
+    max_model_len: int | None = Field(
+        default=None,
+        ge=16,
+        le=10_485_760,
+        description="Context length in tokens (--max-model-len).",
+    )
+    gpu_memory_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="Share of each GPU's memory vLLM may use (--gpu-memory-utilization, 0.9).",
+    )
+    dtype: Literal["auto", "half", "float16", "bfloat16", "float", "float32"] | None = Field(
+        default=None, description="Weights and activations type (--dtype); default auto."
+    )
+    quantization: VllmName | None = Field(
+        default=None, description="Quantization method (--quantization), e.g. awq, gptq, fp8."
+    )
+    kv_cache_dtype: VllmName | None = Field(
+        default=None, description="KV cache type (--kv-cache-dtype), e.g. auto, fp8, fp8_e5m2."
+    )
+    enable_prefix_caching: bool | None = Field(
+        default=None,
+        description="Reuse the KV cache of shared prompt prefixes (--[no-]enable-prefix-caching).",
+    )
+    max_num_seqs: int | None = Field(
+        default=None, ge=1, le=4096, description="Sequences batched at once (--max-num-seqs)."
+    )
+    shm_size: Quantity = Field(
+        default="1Gi",
+        description=(
+            "Size limit of /dev/shm, a memory-backed emptyDir (PyTorch shares tensors between "
+            "processes through it: tensor parallelism); counts against the pod's memory."
+        ),
+    )
+    extra_args: Annotated[list[Arg], AfterValidator(_check_vllm_args)] = Field(
+        default_factory=list,
+        max_length=64,
+        description="More `vllm serve` flags, appended as given (not the ones longrun sets).",
+        json_schema_extra=cel(VLLM.cel_arg_rule(), VLLM_ARGS_REFUSED),
     )
 
 
@@ -119,6 +195,7 @@ class RuntimeSpec(Schema):
     model_config = ConfigDict(json_schema_extra={"minProperties": 1, "maxProperties": 1})
 
     llamacpp: LlamaCppRuntime | None = Field(default=None, description="llama.cpp's server.")
+    vllm: VllmRuntime | None = Field(default=None, description="vLLM's OpenAI server.")
     kserve: KServeRuntime | None = Field(default=None, description="KServe's model server.")
     mlserver: MLServerRuntime | None = Field(default=None, description="Seldon MLServer.")
     triton: TritonRuntime | None = Field(default=None, description="NVIDIA Triton.")
@@ -140,7 +217,10 @@ class RuntimeSpec(Schema):
     @property
     def slots(self) -> int | None:
         """Requests one replica serves at once, where the runtime declares it (llama.cpp's
-        `--parallel`); None where it does not (the others take what comes)."""
+        `--parallel`, vLLM's `--max-num-seqs`); None where it does not (the others take what
+        comes)."""
+        if self.vllm is not None:
+            return self.vllm.max_num_seqs
         return self.llamacpp.parallel_slots if self.llamacpp is not None else None
 
     def body(self) -> Schema:

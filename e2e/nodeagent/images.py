@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.core.serving.runtimes import SOURCE_MOUNT, ServingImages
+from controller.core.serving.layout import SOURCE_MOUNT
+from controller.core.serving.runtimes import ServingImages
 from controller.core.serving.settings import serving_settings_from_env
 from local.deployment import ServeError, local_nginx_conf, nginx_binary
 from local.podspec import PodSetupError, image_repository, local_path

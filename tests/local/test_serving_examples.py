@@ -12,9 +12,10 @@ private CA, Hugging Face through an `HF_ENDPOINT` on 127.0.0.1, a directory stan
 a claim), the sha256 check, nginx checking the keys, the runtimes' servers from their cached
 peer envs (e2e/peers), the runner. Stand-ins: the model files are small ones written here
 (an iris ONNX graph, a sklearn iris classifier, the churn xgboost model of
-testdata/serving-models/, a random 2-layer GGUF: its text is nonsense), and the
-generic example's image runs as local/servers/onnx_v1.py. Skips locally when a peer env or
-nginx is missing; fails in CI.
+testdata/serving-models/, a random 2-layer GGUF, the vllm env's random 2-layer llama as a
+Hugging Face repository served by a hub stand-in, e2e/peers/hfhub.py: their text is
+nonsense), and the generic example's image runs as local/servers/onnx_v1.py. Skips locally
+when a peer env or nginx is missing; fails in CI.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import pytest
 
 from e2e.peers import EnvBuildError, ensure_env
 from e2e.peers.fixtures import skip_or_fail
+from e2e.peers.hfhub import Repo, serve_hub
 from e2e.peers.stores import put_s3_object, serve_files, tls_files
 from local.serve import main as serve_main
 
@@ -47,6 +49,7 @@ PEERS = ROOT / "e2e" / "peers" / "servers"
 # example -> (runtime, the e2e/peers env with its server)
 RUNTIMES = {
     "llamacpp.yaml": ("llamacpp", "llama"),
+    "vllm.yaml": ("vllm", "vllm"),
     "kserve.yaml": ("kserve", "kserve"),
     "mlserver.yaml": ("mlserver", "mlserver"),
     "triton.yaml": ("triton", "triton"),
@@ -90,7 +93,11 @@ def longrun(*args: str) -> list[str]:
 
 @contextmanager
 def serving(
-    example: str, work: Path, *flags: str, env: Mapping[str, str] | None = None
+    example: str,
+    work: Path,
+    *flags: str,
+    env: Mapping[str, str] | None = None,
+    start_timeout: float = 240,
 ) -> Iterator[Any]:
     """`longrun serve -f <example> FLAGS` in a subprocess until it serves; yields its state.
     The runtime's Python is named: the env of the current pins, never an older one."""
@@ -105,7 +112,7 @@ def serving(
         env={**os.environ, **(env or {})},
     )
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + start_timeout
         found: list[Path] = []
         while not found and time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -113,7 +120,7 @@ def serving(
                 pytest.fail(f"longrun serve exited {proc.returncode}: {err[-3000:]}")
             found = list(work.glob("serving/*/*/serving.json"))
             time.sleep(0.2)
-        assert found, "longrun serve did not start within 240 s"
+        assert found, f"longrun serve did not start within {start_timeout:.0f} s"
         assert proc.stderr is not None
         said = proc.stderr.readline()
         if "running its generic command" in said:  # printed first (--allow-generic)
@@ -346,6 +353,53 @@ def test_llamacpp_example_downloads_from_hugging_face_and_checks_keys_itself(
         model = "    promptField: prompt\n    maxTokens: 4"
         answers = run_through(tmp_path, "qwen-chat", model, rows)
     assert sorted(answers) == ["0", "1", "2", "3"]
+    assert all(isinstance(a, str) for a in answers.values())  # the text: nonsense here
+
+
+def tiny_hf_repository() -> dict[str, bytes]:
+    """The tiny llama the vllm peer env made (a Hugging Face directory: config, safetensors,
+    tokenizer), standing in for the example's repository."""
+    folder = Path(env_python("vllm")).parents[1] / "models" / "tiny-llama"
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+@served
+def test_vllm_example_serves_a_hugging_face_repository_behind_the_key_check(
+    tmp_path: Path, nginx: None
+) -> None:
+    files = tiny_hf_repository()
+    # What the example's `exclude` leaves out: the same weights as PyTorch and original files.
+    unwanted = {"pytorch_model.bin": b"pickled", "original/consolidated.pth": b"weights"}
+    repo = Repo({**files, **unwanted}, commit="c" * 40, lfs=frozenset({"model.safetensors"}))
+    # The stand-in has 256 positions, the example asks for 4096: vLLM allows it when told.
+    env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+    with (
+        serve_hub({"Qwen/Qwen2.5-0.5B-Instruct": repo}) as hub,
+        serving(
+            "vllm.yaml",
+            tmp_path / "work",
+            "qwen-vllm",
+            env={**env, "HF_ENDPOINT": hub.url},
+            start_timeout=900,  # vLLM's CPU build: 1-2 minutes quiet, up to 7 on a busy machine
+        ) as state,
+    ):
+        assert (state["protocol"], state["runtime"]) == ("openai-chat", "vllm")
+        chat = {
+            "model": "qwen2.5-0.5b-instruct",
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 2,
+        }
+        keys_checked(state, "/v1/chat/completions", chat)
+        # Paths vLLM's own --api-key would leave open are behind the sidecar's check too.
+        assert status_of(f"{state['endpoint']}/invocations", chat) == 401
+        assert status_of(f"{state['endpoint']}/tokenize", {"prompt": "hi"}) == 401
+        rows = [{"id": str(i), "prompt": f"say {i}"} for i in range(6)]
+        model = "    promptField: prompt\n    maxTokens: 4"
+        answers = run_through(tmp_path, "qwen-vllm", model, rows)
+    cache = next((tmp_path / "work" / "serving" / "default" / "qwen-vllm" / "cache").glob("*/"))
+    assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == sorted(files)
+    assert all(f"/resolve/{'c' * 40}/" in p for p, _ in hub.seen if "/resolve/" in p)
+    assert sorted(answers) == [str(i) for i in range(6)]
     assert all(isinstance(a, str) for a in answers.values())  # the text: nonsense here
 
 

@@ -17,20 +17,16 @@ from contracts.serving import API_KEYS_SECRET_KEY
 from controller.core.builders import restricted_container_security, restricted_pod_security
 from controller.core.names import claim_volume_name
 from controller.core.serving import auth, names
+from controller.core.serving.layout import CACHE_MOUNT, CREDENTIALS_MOUNT, SOURCE_MOUNT
 from controller.core.serving.meta import child_metadata, with_spec_hash
 from controller.core.serving.resolve import ServingResolved
-from controller.core.serving.runtimes import (
-    CACHE_MOUNT,
-    CREDENTIALS_MOUNT,
-    KEYS_MOUNT,
-    SOURCE_MOUNT,
-)
+from controller.core.serving.runtimes import KEYS_MOUNT
 from controller.core.serving.settings import ServingSettings
 
 Manifest = dict[str, Any]
 CACHE_VOLUME = "model-cache"
 CREDENTIALS_VOLUME = "model-credentials"
-GPU_RESOURCE = "nvidia.com/gpu"
+SHM_VOLUME = "dshm"
 PROBE_PERIOD = 10
 REVISION_HISTORY = 3
 
@@ -94,11 +90,29 @@ def build_pod_template(
         spec["tolerations"] = [t.to_wire() for t in r.spec.tolerations]
     if r.spec.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s.name} for s in r.spec.image_pull_secrets]
+    spec.update(placement(r))
     annotations = {names.DEPLOYMENT_ANNOTATION: r.owner.name}
     if r.spec.auth.enabled and keys_version:
         annotations[names.KEYS_VERSION_ANNOTATION] = keys_version
     metadata = {"labels": names.labels(r.owner.name), "annotations": annotations}
     return {"metadata": metadata, "spec": spec}
+
+
+def placement(r: ServingResolved) -> Manifest:
+    """The pod's priority, runtime class, affinity and spread constraints (policy-checked in
+    placement.py); a spread constraint without a selector spreads the deployment's own pods."""
+    out: Manifest = {}
+    if r.spec.priority_class_name is not None:
+        out["priorityClassName"] = r.spec.priority_class_name
+    if r.spec.runtime_class_name is not None:
+        out["runtimeClassName"] = r.spec.runtime_class_name
+    if r.spec.affinity is not None:
+        out["affinity"] = r.spec.affinity.to_wire()
+    own = {"matchLabels": names.selector_labels(r.owner.name)}
+    spread = [{"labelSelector": own, **c.to_wire()} for c in r.spec.topology_spread_constraints]
+    if spread:
+        out["topologySpreadConstraints"] = spread
+    return out
 
 
 def runtime_container(r: ServingResolved) -> Manifest:
@@ -159,7 +173,8 @@ def _probe(r: ServingResolved, *, failures: int) -> Manifest:
 
 
 def resources(r: ServingResolved) -> Manifest:
-    """Requests and limits: memory limit = request unless set; GPUs as nvidia.com/gpu."""
+    """Requests and limits: memory limit = request unless set; GPUs as the deployment's
+    accelerator resource (nvidia.com/gpu unless the controller or the deployment says)."""
     res = r.spec.resources
     if res is None:
         return {}
@@ -170,7 +185,7 @@ def resources(r: ServingResolved) -> Manifest:
     if (memory := res.memory_limit or res.memory) is not None:
         limits["memory"] = memory
     if res.gpu:
-        limits[GPU_RESOURCE] = res.gpu
+        limits[r.gpu_resource] = res.gpu
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
@@ -255,6 +270,8 @@ def _runtime_mounts(r: ServingResolved) -> list[Manifest]:
         mounts.append(_source_mount(r.layout.source_claim))
     if r.plan.key_file is not None:
         mounts.append({"name": auth.KEYS_VOLUME, "mountPath": KEYS_MOUNT, "readOnly": True})
+    if r.plan.shm_size is not None:
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
     return mounts
 
 
@@ -275,6 +292,11 @@ def volumes(r: ServingResolved) -> list[Manifest]:
     if r.uses_auth_proxy:
         out.append(auth.keys_volume(secret_name, names.NGINX_KEYS_KEY))
         out.append(auth.config_volume(names.auth_config_name(r.owner.name)))
+    if r.plan.shm_size is not None:
+        # Memory-backed: PyTorch passes tensors between processes through /dev/shm, and the
+        # container runtime's default is 64 MiB. It counts against the pod's memory limit.
+        shm = {"medium": "Memory", "sizeLimit": r.plan.shm_size}
+        out.append({"name": SHM_VOLUME, "emptyDir": shm})
     return out
 
 

@@ -3,12 +3,14 @@
 Each cause becomes a `PodIssue` with a sentence that names it, as a person would look
 for it with `kubectl describe pod`: the model download (the init container) failed, an
 image cannot be pulled, a container is crash-looping, or no node can take the pod (a
-GPU request most of all). Messages quote the kubelet's and the fetch program's words,
+GPU request most of all: any accelerator resource the scheduler says is short, with what it
+lacks as `waitingFor`). Messages quote the kubelet's and the fetch program's words,
 never a container's logs, so nothing the server prints (keys included) reaches status.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -29,6 +31,9 @@ FETCH_EXIT_MEANINGS = {
     5: "a network or storage error",
 }
 QUOTE_MAX = 500
+# The scheduler's words for a resource no node has enough of: "3 Insufficient nvidia.com/gpu".
+INSUFFICIENT = re.compile(r"Insufficient ([A-Za-z0-9][A-Za-z0-9./_-]*[A-Za-z0-9])")
+NODE_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage", "pods"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class PodIssue:
     phase: Literal["Failed", "Pending"]
     reason: str
     message: str
+    waiting_for: str | None = None  # what no node can give (status.waitingFor)
 
 
 def _statuses(pod: Obj, key: str) -> list[Obj]:
@@ -93,6 +99,11 @@ def pod_issue(pods: Sequence[Obj]) -> PodIssue | None:
         if issue is not None:
             return issue
     return None
+
+
+def waiting_for(pods: Sequence[Obj]) -> str | None:
+    """What no node can give a pod that waits to be scheduled, or None (all scheduled)."""
+    return next((i.waiting_for for p in pods if (i := _unschedulable(p)) is not None), None)
 
 
 def _download_failure(pod: Obj) -> PodIssue | None:
@@ -169,12 +180,22 @@ def _unschedulable(pod: Obj) -> PodIssue | None:
         if cond.get("reason") != "Unschedulable":
             continue
         said = _quote(cond.get("message"))
-        if "nvidia.com/gpu" in said:
+        short = sorted(set(INSUFFICIENT.findall(said)))
+        accelerators = [
+            name for name in short if name not in NODE_RESOURCES and "hugepages-" not in name
+        ]
+        if accelerators:
             return PodIssue(
                 "Pending",
                 "InsufficientGPU",
-                f"no node can take the pod's GPU request (nvidia.com/gpu); the scheduler says: "
-                f"{said}",
+                f"no node can take the pod's GPU request ({', '.join(accelerators)}); "
+                f"the scheduler says: {said}",
+                waiting_for=", ".join(short),
             )
-        return PodIssue("Pending", "Unschedulable", f"the pod cannot be scheduled: {said}")
+        return PodIssue(
+            "Pending",
+            "Unschedulable",
+            f"the pod cannot be scheduled: {said}",
+            waiting_for=", ".join(short) or "a node that fits its placement",
+        )
     return None

@@ -25,10 +25,12 @@ import re
 from collections.abc import Iterator
 
 from contracts.serving import ModelDeploymentSpec
+from contracts.serving.serverflags import VLLM, VLLM_REMOTE_CODE, FlagRules
 from controller.core.podpolicy import is_reserved_env
 from controller.core.serving import names
 from controller.core.serving.auth import PROXY_GRPC_PORT, PROXY_HTTP_PORT
 from controller.core.serving.exposure import exposure_problems
+from controller.core.serving.placement import placement_problems
 from controller.core.serving.runtimes import RuntimePlan, ServingImages, needs_auth_proxy
 from controller.core.serving.settings import ServingSettings
 from controller.core.validation import Problem
@@ -39,10 +41,18 @@ SERVING_ENV = frozenset(
         "MODEL_PATH", "MODEL_NAME", "HOME", "HF_ENDPOINT",
         "LLAMA_API_KEY", "LLAMA_ARG_API_KEY_FILE", "LLAMA_ARG_HOST", "LLAMA_ARG_PORT",
         "LLAMA_ARG_MODEL", "LLAMA_ARG_ALIAS",
+        # vLLM: what longrun sets (offline, no usage statistics), what its flag rules refuse
+        # (contracts/serving/serverflags.py), and what opens endpoints or sources of its own
+        # (dev-mode endpoints, LoRA adapters loaded at run time, ModelScope downloads).
+        "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+        "VLLM_USAGE_STATS_SERVER", "VLLM_SERVER_DEV_MODE", "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+        "VLLM_USE_MODELSCOPE", "VLLM_PLUGINS", *VLLM.all_env(),
     }
 )  # fmt: skip
 # MLServer's settings; llama-server's flags as variables (LLAMA_ARG_API_KEY would add a key
 # that no rotation removes): set them through the runtime's fields or extraArgs.
+# --trust-remote-code in any spelling vLLM's parser reads (`--trust_remote_code`, `--trust-rem`).
+REMOTE_CODE = FlagRules("vLLM", (VLLM_REMOTE_CODE,), abbreviations=True, dotted=True)
 SERVING_ENV_PREFIXES = ("MLSERVER_", "LLAMA_ARG_")
 KEY_SECRET_SUFFIX = names.api_key_secret_name("x").removeprefix("x")
 # A deployment name too long for the suffix gets a cut name ending in a hash (names.fit).
@@ -63,6 +73,7 @@ def deployment_problems(
         *toleration_problems(spec, settings.pod_policy.toleration_keys),
         *port_problems(spec),
         *exposure_problems(spec, settings, namespace=namespace),
+        *placement_problems(spec, settings),
     ]
 
 
@@ -104,9 +115,22 @@ def image_problems(
 
 
 def command_problems(spec: ModelDeploymentSpec, settings: ServingSettings) -> Iterator[Problem]:
-    """A custom command line: it runs whatever the image holds (a shell, `python -c`)."""
+    """A custom command line: it runs whatever the image holds (a shell, `python -c`); vLLM's
+    --trust-remote-code runs the Python that comes with the model."""
+    if settings.allow_custom_commands:
+        return
+    vllm = spec.runtime.vllm
+    remote = vllm is not None and any(REMOTE_CODE.refused(a) for a in vllm.extra_args)
+    if remote:
+        yield Problem(
+            "spec.runtime.vllm.extraArgs",
+            "CommandNotAllowed",
+            "--trust-remote-code runs the Python code that comes with the model in the server: "
+            "the controller allows it only with SERVING_ALLOW_CUSTOM_COMMANDS=true (chart: "
+            "serving.allowCustomCommands: true)",
+        )
     generic = spec.runtime.generic
-    if generic is None or settings.allow_custom_commands:
+    if generic is None:
         return
     for field in ("command", "args"):
         if getattr(generic, field):

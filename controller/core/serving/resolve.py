@@ -21,15 +21,15 @@ from contracts.serving import (
 from controller.core.builders import ObjectIdentity
 from controller.core.ports import Obj
 from controller.core.resolve import identity
+from controller.core.serving.layout import ModelLayout, model_layout
+from controller.core.serving.placement import gpu_resource
 from controller.core.serving.policy import deployment_problems
 from controller.core.serving.runtimes import (
-    ModelLayout,
     RuntimePlan,
-    model_layout,
     needs_auth_proxy,
     plan_runtime,
 )
-from controller.core.serving.settings import ServingSettings
+from controller.core.serving.settings import GPU_RESOURCE, ServingSettings
 from controller.core.validation import Problem
 
 
@@ -44,6 +44,7 @@ class ServingResolved:
     rotation: str  # the rotate annotation's value ("" before any rotation)
     layout: ModelLayout
     plan: RuntimePlan
+    gpu_resource: str = GPU_RESOURCE  # the extended resource `resources.gpu` counts
 
     @property
     def uses_auth_proxy(self) -> bool:
@@ -129,4 +130,13 @@ def resolve_deployment(
         return problems[0]
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     rotation = str(annotations.get(ROTATE_KEYS_ANNOTATION) or "")
-    return ServingResolved(identity(obj), spec, model_spec, served, rotation, layout, plan)
+    return ServingResolved(
+        identity(obj),
+        spec,
+        model_spec,
+        served,
+        rotation,
+        layout,
+        plan,
+        gpu_resource=gpu_resource(spec, settings),
+    )

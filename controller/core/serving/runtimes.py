@@ -3,7 +3,8 @@ it checks API keys itself.
 
 This is the one table of runtime knowledge. The pod builder turns a `RuntimePlan` into a
 container; status reads its protocol; local mode (`longrun serve`) maps the same plan to a
-local command (llama-cpp-python's server, KServe's Python server, MLServer, PyTriton). The
+local command (llama-cpp-python's server, vLLM's CPU build, KServe's Python server, MLServer,
+PyTriton). The
 images are the runtimes' public images by default and chart values in a cluster.
 
 Where an nginx sidecar checks the keys, the runtime is bound to 127.0.0.1 when it can be
@@ -22,13 +23,11 @@ from contracts.serving import (
     ModelDeploymentSpec,
     ModelSpec,
     RuntimeKind,
-    parse_source,
 )
-from controller.core.names import short_hash
+from controller.core.serving.layout import (
+    ModelLayout,
+)
 
-CACHE_MOUNT = "/models"
-SOURCE_MOUNT = "/mnt/source"
-CREDENTIALS_MOUNT = "/var/run/longrun/model-credentials"
 KEYS_MOUNT = "/etc/longrun/keys"
 LOOPBACK = "127.0.0.1"
 # Only where the runtime checks keys itself, or cannot bind elsewhere (a NetworkPolicy guards).
@@ -48,7 +47,6 @@ MLSERVER_CLASSES = {
     "sklearn": "mlserver_sklearn.SKLearnModel",
     "xgboost": "mlserver_xgboost.XGBoostModel",
 }
-KEEP_EXTENSIONS = {"sklearn": (".joblib", ".pkl", ".pickle"), "xgboost": (".bst", ".json", ".ubj")}
 
 
 @dataclass(frozen=True)
@@ -57,6 +55,9 @@ class ServingImages:
 
     llamacpp: str = "ghcr.io/ggml-org/llama.cpp:server"
     llamacpp_cuda: str = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+    # vLLM's OpenAI server: the CUDA image (with GPUs) and its x86 CPU build (without).
+    vllm: str = "vllm/vllm-openai:v0.32.0"
+    vllm_cpu: str = "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.32.0"
     kserve_sklearn: str = "kserve/sklearnserver:v0.14.1"
     kserve_xgboost: str = "kserve/xgbserver:v0.14.1"
     mlserver: str = "seldonio/mlserver:1.7.1"
@@ -66,22 +67,6 @@ class ServingImages:
     def defaults(self) -> frozenset[str]:
         """Every default image (always allowed, whatever the allow-list says)."""
         return frozenset(vars(self).values())
-
-
-@dataclass(frozen=True)
-class ModelLayout:
-    """Where the model is for the runtime, and how it gets there.
-
-    `path` is what the runtime loads (a file, or a directory for a Triton repository).
-    `fetch_args` are `longrun-fetch`'s arguments (empty: no init container). A pvc://
-    source is used in place from `source_claim`, mounted read-only, unless the runtime
-    needs a layout of its own (Triton's model repository), when it is copied to the cache.
-    """
-
-    path: str
-    fetch_args: tuple[str, ...]
-    uses_cache: bool
-    source_claim: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +84,7 @@ class RuntimePlan:
     health_path: str | None = None  # HTTP readiness path; None: a TCP probe
     enforces_keys: bool = False
     key_file: str | None = None  # the key list the runtime reads itself
+    shm_size: str | None = None  # a memory-backed /dev/shm of this size limit (vLLM)
 
     @property
     def is_grpc(self) -> bool:
@@ -109,44 +95,6 @@ class RuntimePlan:
 def needs_auth_proxy(spec: ModelDeploymentSpec) -> bool:
     """True when keys are on and the runtime cannot check them: the nginx sidecar does."""
     return spec.auth.enabled and spec.runtime.kind not in ENFORCES_KEYS
-
-
-def model_layout(spec: ModelDeploymentSpec, model: ModelSpec, served_name: str) -> ModelLayout:
-    """Where the model lands in the pod, and the init container's arguments to put it there."""
-    source = parse_source(model.source)
-    triton_copy = spec.runtime.kind == "triton" and model.format == "onnx"
-    if source.scheme == "pvc" and not triton_copy:
-        path = f"{SOURCE_MOUNT}/{source.where}/{source.path}".rstrip("/")
-        verify = (model.source, path, "--sha256", model.sha256) if model.sha256 else ()
-        return ModelLayout(path, verify, uses_cache=False, source_claim=source.where)
-    root = f"{CACHE_MOUNT}/{short_hash(source.key + (model.sha256 or ''), 12)}"
-    dest, path = _cache_paths(spec, model, root, source.file_name, served_name)
-    args = [model.source, dest]
-    if model.sha256:
-        args += ["--sha256", model.sha256.lower()]
-    if model.endpoint_url:
-        args += ["--endpoint-url", model.endpoint_url]
-    if model.credentials is not None:
-        args += ["--credentials-dir", CREDENTIALS_MOUNT]
-    claim = source.where if source.scheme == "pvc" else None
-    return ModelLayout(path, tuple(args), uses_cache=True, source_claim=claim)
-
-
-def _cache_paths(
-    spec: ModelDeploymentSpec, model: ModelSpec, root: str, file_name: str, served: str
-) -> tuple[str, str]:
-    """(download destination, path the runtime loads) under the cache root."""
-    if model.format == "triton-repository":
-        return root, root
-    if model.format == "onnx" and spec.runtime.kind == "triton":
-        return f"{root}/repository/{served}/1/model.onnx", f"{root}/repository"
-    if spec.runtime.kind == "generic":
-        dest = f"{root}/{file_name or 'model'}"
-        return dest, dest
-    ext = posixpath.splitext(file_name)[1].lower()
-    keep = KEEP_EXTENSIONS.get(model.format, ())
-    name = f"model{ext}" if ext in keep else f"model{keep[0] if keep else '.' + model.format}"
-    return f"{root}/{name}", f"{root}/{name}"
 
 
 def plan_runtime(
@@ -160,6 +108,7 @@ def plan_runtime(
     """The server container's plan for this deployment's runtime."""
     build = {
         "llamacpp": _llamacpp,
+        "vllm": _vllm,
         "kserve": _kserve,
         "mlserver": _mlserver,
         "triton": _triton,
@@ -206,6 +155,56 @@ def _llamacpp(
         health_path="/health",
         enforces_keys=True,
         key_file=key_file,
+    )
+
+
+def _vllm(
+    spec: ModelDeploymentSpec,
+    model: ModelSpec,
+    served: str,
+    layout: ModelLayout,
+    images: ServingImages,
+) -> RuntimePlan:
+    # `vllm serve DIR`: the Hugging Face repository in the cache, behind the sidecar (vLLM's
+    # own --api-key guards only /v1, /v2, /inference and /cohere: /pooling, /score,
+    # /invocations and the rest would answer without a key). Nothing is downloaded by the
+    # server (HF_HUB_OFFLINE) and no usage statistics leave the pod.
+    cfg = spec.runtime.vllm
+    assert cfg is not None
+    gpus = _gpus(spec)
+    args = [layout.path, "--served-model-name", served, "--host", _bind(spec)]
+    args += ["--port", str(HTTP_PORT), "--disable-uvicorn-access-log"]
+    tensor_parallel = cfg.tensor_parallel_size or gpus
+    typed = (
+        ("--tensor-parallel-size", tensor_parallel or None),
+        ("--max-model-len", cfg.max_model_len),
+        ("--gpu-memory-utilization", cfg.gpu_memory_utilization),
+        ("--dtype", cfg.dtype),
+        ("--quantization", cfg.quantization),
+        ("--kv-cache-dtype", cfg.kv_cache_dtype),
+        ("--max-num-seqs", cfg.max_num_seqs),
+    )
+    args += [str(a) for flag, value in typed if value is not None for a in (flag, value)]
+    if cfg.enable_prefix_caching is not None:
+        args.append(f"--{'' if cfg.enable_prefix_caching else 'no-'}enable-prefix-caching")
+    if model.resolved_task() == "embeddings":
+        args += ["--runner", "pooling"]
+    env = (
+        ("HF_HUB_OFFLINE", "1"),
+        ("TRANSFORMERS_OFFLINE", "1"),
+        ("VLLM_NO_USAGE_STATS", "1"),
+        ("DO_NOT_TRACK", "1"),
+        *_home(),
+    )
+    return RuntimePlan(
+        kind="vllm",
+        image=cfg.image or (images.vllm if gpus else images.vllm_cpu),
+        protocol=LLAMA_TASK_PROTOCOLS[model.resolved_task()],
+        command=("vllm", "serve"),
+        args=(*args, *cfg.extra_args),
+        env=env,
+        health_path="/health",
+        shm_size=str(cfg.shm_size),
     )
 
 

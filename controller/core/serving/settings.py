@@ -17,7 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import get_args
 
+from contracts.base import DNS_LABEL
 from contracts.serving import EndpointSpec
+from contracts.serving.placement import RESOURCE_NAME
 from controller.core.podpolicy import PodPolicy
 from controller.core.serving.egress import EgressAllowList, EgressSettingError, parse_egress
 from controller.core.serving.runtimes import ServingImages
@@ -35,6 +37,7 @@ SERVICE_TYPES: tuple[str, ...] = get_args(EndpointSpec.model_fields["service_typ
 # Where Hugging Face sends downloads of large files (its CDN, Xet storage): the hosts an
 # https redirect of a download may go to by default (chart serving.fetch.redirectHosts).
 DEFAULT_REDIRECT_HOSTS = ("*.hf.co", "*.huggingface.co")
+GPU_RESOURCE = "nvidia.com/gpu"
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,21 @@ class ServingSettings:
     # (SERVING_FETCH_INSTANCE_METADATA).
     fetch_redirect_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
     fetch_instance_metadata: bool = False
+    # Placement (placement.py): the accelerator resource `resources.gpu` counts by default
+    # (SERVING_GPU_RESOURCE) and the others a deployment may name (ALLOWED_SERVING_GPU_RESOURCES);
+    # PriorityClasses (ALLOWED_PRIORITY_CLASSES, shared with runs), RuntimeClasses
+    # (ALLOWED_RUNTIME_CLASSES) and the node label and topology keys of affinity and spread
+    # constraints (ALLOWED_AFFINITY_KEYS), all globs; empty: none.
+    gpu_resource: str = GPU_RESOURCE
+    allowed_gpu_resources: tuple[str, ...] = ()
+    allowed_priority_classes: tuple[str, ...] = ()
+    allowed_runtime_classes: tuple[str, ...] = ()
+    allowed_affinity_keys: tuple[str, ...] = ()
+    # Model-server metrics (SERVING_METRICS, chart metrics.modelServers.enabled): every server
+    # pod gets a `metrics` port that answers only the runtime's metrics path, without a key,
+    # to the namespaces of SERVING_METRICS_NAMESPACES (empty: any pod). docs/serving.md.
+    metrics: bool = False
+    metrics_namespaces: tuple[str, ...] = ()
 
 
 def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSettings:
@@ -108,7 +126,34 @@ def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSe
             get("SERVING_FETCH_INSTANCE_METADATA", "") or "false",
             name="SERVING_FETCH_INSTANCE_METADATA",
         ),
+        gpu_resource=parse_resource_name(get("SERVING_GPU_RESOURCE", "") or GPU_RESOURCE),
+        allowed_gpu_resources=parse_list(get("ALLOWED_SERVING_GPU_RESOURCES", "")),
+        allowed_priority_classes=parse_list(get("ALLOWED_PRIORITY_CLASSES", "")),
+        allowed_runtime_classes=parse_list(get("ALLOWED_RUNTIME_CLASSES", "")),
+        allowed_affinity_keys=parse_list(get("ALLOWED_AFFINITY_KEYS", "")),
+        metrics=parse_bool(get("SERVING_METRICS", ""), name="SERVING_METRICS"),
+        metrics_namespaces=parse_namespaces(get("SERVING_METRICS_NAMESPACES", "")),
     )
+
+
+def parse_resource_name(text: str) -> str:
+    """An extended resource name (SERVING_GPU_RESOURCE); SettingsError otherwise."""
+    value = text.strip()
+    if not re.fullmatch(RESOURCE_NAME, value):
+        raise SettingsError(
+            f"SERVING_GPU_RESOURCE={text!r} is not an extended resource name such as "
+            "nvidia.com/gpu, amd.com/gpu or gpu.intel.com/i915"
+        )
+    return value
+
+
+def parse_namespaces(text: str) -> tuple[str, ...]:
+    """Namespace names (SERVING_METRICS_NAMESPACES); SettingsError naming a bad one."""
+    names = parse_list(text)
+    for name in names:
+        if not re.fullmatch(DNS_LABEL, name) or len(name) > 63:
+            raise SettingsError(f"SERVING_METRICS_NAMESPACES: {name!r} is not a namespace name")
+    return names
 
 
 def parse_host_patterns(text: str) -> tuple[str, ...]:
@@ -159,4 +204,8 @@ def local_serving_settings(env: Mapping[str, str] | None = None) -> ServingSetti
         allowed_hosts=("*",),
         allowed_cluster_issuers=("*",),
         allowed_service_types=SERVICE_TYPES,
+        allowed_gpu_resources=("*",),
+        allowed_priority_classes=("*",),
+        allowed_runtime_classes=("*",),
+        allowed_affinity_keys=("*",),
     )

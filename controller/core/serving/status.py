@@ -34,7 +34,7 @@ from controller.core.conditions import Want
 from controller.core.serving import names
 from controller.core.serving.network import endpoint_url, external_url
 from controller.core.serving.observed import ServingObserved
-from controller.core.serving.pods import PodIssue, download_state, pod_issue
+from controller.core.serving.pods import PodIssue, download_state, pod_issue, waiting_for
 from controller.core.serving.resolve import ServingResolved, first_error
 from controller.core.serving.settings import ServingSettings
 from controller.core.validation import Problem
@@ -159,6 +159,7 @@ def deployment_status(
         observed_generation=obs.generation,
         replicas=wanted,
         ready_replicas=ready,
+        waiting_for=waiting_for(obs.children.pods),
         ready_text=f"{ready}/{wanted}",
         runtime=runtime,
         active_runs=list(obs.active_runs[:ACTIVE_RUNS_MAX]),

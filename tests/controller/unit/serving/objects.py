@@ -24,7 +24,7 @@ NOW = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 # generic sample's image and command line, Ingress hosts and a ClusterIssuer of example.com,
 # every Service type). Tests of the defaults themselves pass ServingSettings().
 SETTINGS = ServingSettings(
-    allowed_images=("vllm/vllm-openai:*",),
+    allowed_images=("ghcr.io/huggingface/text-generation-inference:*",),
     allow_custom_commands=True,
     allowed_hosts=("*.example.com",),
     allowed_cluster_issuers=("letsencrypt",),
@@ -34,9 +34,11 @@ GGUF = {"source": "hf://org/chat-GGUF/chat.Q4_K_M.gguf@main", "format": "gguf"}
 SKLEARN = {"source": "s3://models/iris/model.joblib", "format": "sklearn"}
 XGBOOST = {"source": "https://models.example.com/churn/model.json", "format": "xgboost"}
 ONNX = {"source": "s3://models/resnet/resnet50.onnx", "format": "onnx"}
+HF = {"source": "hf://org/chat@main", "format": "hf"}
 # One inline model and runtime block per runtime: the matrix most tests run over.
 RUNTIMES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "llamacpp": (GGUF, {"llamacpp": {"contextSize": 4096, "parallelSlots": 2}}),
+    "vllm": (HF, {"vllm": {"maxModelLen": 4096, "maxNumSeqs": 32}}),
     "kserve": (SKLEARN, {"kserve": {"protocol": "v1"}}),
     "mlserver": (XGBOOST, {"mlserver": {}}),
     "triton": (ONNX, {"triton": {"protocol": "grpc"}}),
@@ -44,7 +46,7 @@ RUNTIMES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         GGUF,
         {
             "generic": {
-                "image": "vllm/vllm-openai:v0.6.3",
+                "image": "ghcr.io/huggingface/text-generation-inference:2.4.1",
                 "args": ["--model", "$(MODEL_PATH)", "--port", "8000"],
                 "port": 8000,
                 "protocol": "openai-chat",

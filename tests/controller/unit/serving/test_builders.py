@@ -16,7 +16,7 @@ import pytest
 
 from controller.core.serving import builders, names
 from controller.core.serving.decide import ServingDecision
-from controller.core.serving.runtimes import CACHE_MOUNT
+from controller.core.serving.layout import CACHE_MOUNT
 from controller.core.serving.settings import ServingSettings, serving_settings_from_env
 from controller.core.settings import SettingsError
 from tests.controller.unit.serving.objects import (

@@ -241,7 +241,7 @@ def test_an_image_off_the_allow_list_is_refused_but_defaults_always_pass() -> No
     refused = decide(for_runtime("generic"), settings=settings).status
     assert reason(refused) == "ImageNotAllowed"
     assert refused.message is not None and refused.message.startswith(
-        'spec.runtime.generic.image: image "vllm/vllm-openai:v0.6.3"'
+        'spec.runtime.generic.image: image "ghcr.io/huggingface/text-generation-inference:2.4.1"'
     )
     assert decide(deployment(), settings=settings).writes  # the default llama.cpp image
 

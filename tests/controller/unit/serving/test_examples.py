@@ -33,7 +33,7 @@ INVALID = sorted(
     for path in (ROOT / "testdata" / "invalid").glob("*.yaml")
     if yaml.safe_load(path.read_text()).get("kind") in ("Model", "ModelDeployment")
 )
-RUNTIMES = {"llamacpp", "kserve", "mlserver", "triton", "generic"}
+RUNTIMES = {"llamacpp", "vllm", "kserve", "mlserver", "triton", "generic"}
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:

@@ -171,7 +171,7 @@ EVERYTHING_BUT_DENIED = [
 def policy_of(obj: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | None:
     """The NetworkPolicy a first decision creates under the settings `env` sets."""
     generic = {
-        "ALLOWED_SERVING_IMAGES": "vllm/vllm-openai:*",
+        "ALLOWED_SERVING_IMAGES": "ghcr.io/huggingface/text-generation-inference:*",
         "SERVING_ALLOW_CUSTOM_COMMANDS": "true",
     }
     settings = serving_settings_from_env({**env, **generic})  # the generic sample is allowed
