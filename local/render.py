@@ -1,4 +1,5 @@
-"""`longrun render`: the ConfigMap and the Job or CronJob the controller would create for a run.
+"""`longrun render`: the ConfigMap and the Job or CronJob the controller would create for a run,
+or every object it creates for a ModelDeployment (local/render_serving.py).
 
 Like `helm template`, a way to see what a run becomes before it is applied, to diff it
 in review, or to hand it to a cluster without the controller. Nothing is re-implemented:
@@ -11,6 +12,9 @@ What only a cluster knows is filled in as `longrun run` fills it in: the run's U
 deterministic local one (`local.inputs.run_uid`), and a `generateName` run gets a name
 completed as the API server completes it. Settings are the controller's, from the same
 environment variables (DEFAULT_RUNNER_IMAGE, ALLOWED_IMAGES, ...).
+
+`longrun render -f FILE NAME` renders the run NAME, or else the ModelDeployment NAME; without
+NAME, the only run, or when the files hold no run, the only ModelDeployment.
 
 Exit codes, as `longrun validate`: 0 rendered, 1 invalid input (one line per problem, the
 file, object and field named), 2 usage error (a missing file, no run or several to pick from).
@@ -28,9 +32,11 @@ import yaml
 
 from controller.core import builders
 from controller.core.builders import Manifest, Resolved
+from controller.core.serving.settings import serving_settings_from_env
 from controller.core.settings import Settings, SettingsError, settings_from_env
 from controller.validate import expand_paths
 from local.inputs import InputError, Inputs, add_files_option, load_inputs, pick_run, resolve_run
+from local.render_serving import deployment_manifests, pick_deployment
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -39,13 +45,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add `render` to the `longrun` subcommands (handler: `handle`)."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "render",
-        help="print the ConfigMap and Job/CronJob the controller would create for a run",
+        help="print what the controller would create for a run or a ModelDeployment",
         description="Print the ConfigMap and the Job (or CronJob, for a scheduled run) the "
-        "controller creates for an InferenceRun, built by the controller's own builders.",
+        "controller creates for an InferenceRun, or every object it creates for a "
+        "ModelDeployment (key Secret without its keys, nginx ConfigMap, PVC, Deployment, "
+        "Service, NetworkPolicy, HPA, Certificate, Ingress), built by the controller's own "
+        "builders.",
     )
     add = parser.add_argument
-    add("run", nargs="?", metavar="RUN", help="InferenceRun name or generateName, if several")
-    add_files_option(parser, holding="InferenceConfig, InferenceRun, Secret")
+    add(
+        "run",
+        nargs="?",
+        metavar="NAME",
+        help="InferenceRun name or generateName, or ModelDeployment name, if several",
+    )
+    add_files_option(
+        parser, holding="InferenceConfig, InferenceRun, Secret, Model, ModelDeployment"
+    )
     add("-n", "--namespace", default="default", help="namespace of objects without one")
     add("-o", "--output", choices=["yaml", "json"], default="yaml", help="yaml (default), json")
     parser.set_defaults(handler=handle)
@@ -69,21 +85,37 @@ def handle(
         print(str(exc), file=errors)
         return EXIT_INVALID
     try:
-        run = pick_run(inputs, args.run, namespace=args.namespace)
+        deployment = _deployment_named(inputs, args.run, namespace=args.namespace)
+        run = pick_run(inputs, args.run, namespace=args.namespace) if deployment is None else None
     except InputError as exc:
         print(f"longrun render: {exc}", file=errors)
         return EXIT_USAGE
     try:
-        resolved = resolve_for_render(run, inputs, settings=settings)
+        if run is not None:
+            objects = manifests(resolve_for_render(run, inputs, settings=settings), settings)
+        else:
+            assert deployment is not None
+            serving = serving_settings_from_env()
+            objects = deployment_manifests(deployment, inputs, serving)
+    except SettingsError as exc:
+        print(f"longrun render: {exc}", file=errors)
+        return EXIT_USAGE
     except InputError as exc:
         print(f"longrun render: {exc}", file=errors)
         return EXIT_INVALID
     try:
-        (out or sys.stdout).write(dump(manifests(resolved, settings), output=args.output))
+        (out or sys.stdout).write(dump(objects, output=args.output))
         (out or sys.stdout).flush()
     except BrokenPipeError:  # `longrun render ... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return EXIT_OK
+
+
+def _deployment_named(inputs: Inputs, name: str | None, *, namespace: str) -> dict[str, Any] | None:
+    """The ModelDeployment to render, or None for a run (a run wins a name both have)."""
+    if name is not None and (namespace, name) in inputs.runs:
+        return None
+    return pick_deployment(inputs, name, namespace=namespace)
 
 
 def resolve_for_render(run: dict[str, Any], inputs: Inputs, *, settings: Settings) -> Resolved:
