@@ -52,9 +52,16 @@ class Prediction:
 
 @dataclass(frozen=True, slots=True)
 class RecordFailure:
-    """Why one record could not be predicted (goes to the error output, counts against budget)."""
+    """Why one record could not be predicted (goes to the error output, counts against budget).
+
+    `code` and `response` are optional, for outputs that write failures in a structured shape
+    (OpenAI batch error lines, runners/batchlines.py): a short machine-readable code, and the
+    server's answer when it gave one (`{"status_code", "request_id", "body"}`).
+    """
 
     reason: str
+    code: str | None = None
+    response: Any = None
 
 
 Outcome = Prediction | RecordFailure
@@ -68,16 +75,21 @@ class OutputRecord:
     position: int
     input: Record
     prediction: Any
+    usage: Any = None  # OpenAI protocols: the answer's token usage (prompt, completion, total)
 
 
 @dataclass(slots=True)
 class ErrorRecord:
-    """What an error sink writes for one failed record. Immutable by convention."""
+    """What an error sink writes for one failed record. Immutable by convention.
+
+    `code` and `response` as in RecordFailure (None unless a client gave them)."""
 
     id: str
     position: int
     input: Record
     reason: str
+    code: str | None = None
+    response: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +115,8 @@ class RunContext:
     # by the runner, the same in every pod of the run: a client that builds a model input
     # from a record's key order takes that order from it (see runners/models/rows.py).
     first_record: Callable[[], Record | None] | None = field(default=None, compare=False)
+    # The input's `format` (e.g. "openai-batch": each record is a whole OpenAI request).
+    input_format: str | None = None
 
     def execution_subpath(self, base: str) -> str:
         """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""

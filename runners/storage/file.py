@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.storage import FileStorage
+from contracts.storage_fields import OPENAI_BATCH
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -35,7 +36,14 @@ from runners.api import (
     Source,
     StorageBackend,
 )
-from runners.formats import count_records, encode_chunk, guess_format, make_record, parse_rows
+from runners.formats import (
+    count_records,
+    encode_chunk,
+    extension,
+    guess_format,
+    make_record,
+    parse_rows,
+)
 from runners.storage.owners import MARKER, Owner, refusal
 
 MANIFEST = "_SUCCESS"
@@ -86,6 +94,7 @@ class FileSource(Source):
                             start + offset,
                             id_field=self.settings.id_field,
                             record_field=self.settings.record_field,
+                            batch=fmt == OPENAI_BATCH,
                         )
             start += count
 
@@ -113,6 +122,8 @@ class FileSink(Sink):
     def __init__(self, settings: FileStorage, ctx: RunContext, *, role: str) -> None:
         self.dir = Path(ctx.execution_subpath(settings.path))
         self.fmt = settings.format or "jsonl"
+        self.ext = extension(self.fmt)
+        self.salt = f"{ctx.run_uid}/{ctx.job_name}"  # openai-batch line ids
         self.ctx = ctx
         self.role = role
         self.location = str(self.dir)
@@ -125,13 +136,13 @@ class FileSink(Sink):
 
     def chunk_path(self, index: int) -> Path:
         """Where chunk `index` lives."""
-        return self.dir / f"part-{index:06d}.{self.fmt}"
+        return self.dir / f"part-{index:06d}.{self.ext}"
 
     def committed(self) -> set[int]:
         """Indexes of the chunk files present."""
         found = set()
-        for path in self.dir.glob(f"part-*.{self.fmt}"):
-            digits = path.name[len("part-") : -len(self.fmt) - 1]
+        for path in self.dir.glob(f"part-*.{self.ext}"):
+            digits = path.name[len("part-") : -len(self.ext) - 1]
             if digits.isdigit():
                 found.add(int(digits))
         return found
@@ -145,7 +156,8 @@ class FileSink(Sink):
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Write chunk `index` atomically (replacing an identical earlier copy)."""
-        self._atomic_write(self.chunk_path(index), encode_chunk(records, fmt=self.fmt))
+        data = encode_chunk(records, fmt=self.fmt, salt=self.salt)
+        self._atomic_write(self.chunk_path(index), data)
 
     def finish(self, summary: Mapping[str, Any]) -> None:
         """Write the `_SUCCESS` manifest."""
