@@ -171,7 +171,7 @@ class Source(Protocol):
 class Sink(Protocol):
     """Writes results one chunk at a time, atomically and idempotently.
 
-    Derive from it: `committed_records` has a default.
+    Derive from it: `committed_records` and `committed_usage` have defaults.
     - `committed()` returns the indexes of chunks already fully written for this run
       (discovered from the store itself), so a restarted pod resumes after them.
     - `committed_records(chunks)` returns how many records this sink holds in the chunks
@@ -180,6 +180,10 @@ class Sink(Protocol):
       Called once at start, after `committed()` and only when it found chunks, so the
       error budget and the summary cover the whole run, not just this pod. Default: 0
       (a store that cannot count: a resumed run's counts restart from zero).
+    - `committed_usage(chunks)` returns the token counts (`prompt_tokens`,
+      `completion_tokens`, `total_tokens`) of the `usage` its records in `chunks` hold, so a
+      resumed OpenAI run's token totals cover the whole run as its record counts do. Called
+      once at start, like `committed_records`, for OpenAI protocols only. Default: {}.
     - `write_chunk(index, records)` makes the chunk visible all at once or not at all;
       writing the same index twice leaves exactly one copy.
     - `finish(summary)` marks the output complete (e.g. a manifest); called once at the end.
@@ -192,6 +196,9 @@ class Sink(Protocol):
 
     def committed_records(self, chunks: set[int]) -> int:
         return 0
+
+    def committed_usage(self, chunks: set[int]) -> Mapping[str, int]:
+        return {}
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None: ...
 

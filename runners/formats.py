@@ -41,6 +41,7 @@ from runners.jsonvalues import NON_FINITE as NON_FINITE
 from runners.jsonvalues import json_records as json_records
 from runners.jsonvalues import json_safe as json_safe
 from runners.jsonvalues import jsonable as jsonable
+from runners.tokens import sum_usage
 
 Row = dict[str, Any] | str | None
 
@@ -325,6 +326,15 @@ def count_records(data: bytes, *, fmt: str) -> int:
         rows = sum(1 for row in csv.reader(io.StringIO(data.decode())) if row)
         return max(rows - 1, 0)  # minus the header
     return sum(1 for line in data.split(b"\n") if line.strip())
+
+
+def chunk_usage(data: bytes, *, fmt: str) -> dict[str, int]:
+    """The token counts of the usage a chunk written by `encode_chunk` holds."""
+    rows = decode_chunk(data, fmt=fmt)
+    if fmt == OPENAI_BATCH:
+        bodies = [(row.get("response") or {}).get("body") for row in rows]
+        return sum_usage(body.get("usage") for body in bodies if isinstance(body, dict))
+    return sum_usage(row.get("usage") for row in rows)
 
 
 def decode_chunk(data: bytes, *, fmt: str) -> list[dict[str, Any]]:

@@ -163,6 +163,8 @@ class Pipeline:
         )
         # Every record of a committed chunk was read once and written or failed once.
         self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
+        if committed and self.counts_tokens:
+            self.stats.add(**self._retrying(lambda: self.sink.committed_usage(committed)))
         # Chunks committed by an earlier pod: the model answered in this run.
         self._calls = self._model_calls(answered=bool(committed))
         progress = self._progress = Progress(

@@ -17,11 +17,13 @@ comes, the reservation is replaced by the answer's `usage.total_tokens`. A reque
 only when the reservations and charges of the requests started in the last 60 seconds plus
 its own bound fit under the cap, or when nothing else started within the window (a request
 bigger than the cap runs alone). A request with no completion cap has no bound: it reserves
-what is left of the window and so runs alone. Over any 60-second window the tokens of the
+what is left of the window, and only one such request is in flight at a time (a bounded one
+may start beside it when an answer frees room). Over any 60-second window the tokens of the
 requests started in it stay under the cap, but for that lone request's overshoot: never more
-than one request's tokens over. An answer without usage keeps its reservation (for a
-request without a cap: the rest of the window). Prompts that are not text (images) may hold
-more tokens than bytes: their bound is then no bound.
+than one request's tokens over. A request the server refused (4xx, 429, 5xx) is charged
+nothing; one without an answer (a timeout), or an answer without usage, keeps its
+reservation (for a request without a cap: the rest of the window). Prompts that are not
+text (images) may hold more tokens than bytes: their bound is then no bound.
 """
 
 from __future__ import annotations
@@ -102,11 +104,13 @@ def request_bound(body: Mapping[str, Any], size: int, *, completes: bool = True)
 
 @dataclass(eq=False)
 class Reservation:
-    """One request's place in the window: when it started and its tokens (bound or charge)."""
+    """One request's place in the window: until when, and its tokens (bound, then charge)."""
 
-    started: float
+    expires: float  # when it leaves the window: its start + WINDOW_SECONDS
     tokens: int
+    bounded: bool
     live: bool = True  # False once out of the window
+    settled: bool = False
 
 
 class TokenLimiter:
@@ -117,6 +121,7 @@ class TokenLimiter:
         self._clock = clock
         self._window: deque[Reservation] = deque()
         self._used = 0  # the tokens of the window's reservations, kept as they change
+        self._unbounded = 0  # requests without a bound in flight: one at most
         self._cond = threading.Condition()
 
     def try_acquire(self, bound: int | None) -> Reservation | float:
@@ -125,17 +130,19 @@ class TokenLimiter:
         with self._cond:
             now = self._clock()
             window = self._window
-            while window and window[0].started <= now - WINDOW_SECONDS:
+            while window and window[0].expires <= now:
                 gone = window.popleft()
                 gone.live = False
                 self._used -= gone.tokens
             need = bound if bound is not None else self.limit - self._used
-            if not window or (need > 0 and self._used + need <= self.limit):
-                entry = Reservation(now, max(need, 0))
+            fits = need > 0 and self._used + need <= self.limit
+            if not window or (fits and (bound is not None or not self._unbounded)):
+                entry = Reservation(now + WINDOW_SECONDS, max(need, 0), bound is not None)
                 window.append(entry)
                 self._used += entry.tokens
+                self._unbounded += bound is None
                 return entry
-            return max(window[0].started + WINDOW_SECONDS - now, 0.0)
+            return window[0].expires - now
 
     def acquire(self, bound: int | None, stop: Waiter) -> Reservation:
         """Block until a request may start (see try_acquire); Stopped when `stop` is set."""
@@ -149,12 +156,15 @@ class TokenLimiter:
                 raise Stopped()
 
     def settle(self, entry: Reservation, tokens: int | None) -> None:
-        """Charge the request `tokens` (its answer's total; 0 when it was refused unanswered),
-        in place of its reservation; None (an answer without usage) keeps the reservation."""
-        if tokens is None:
-            return
+        """The request is over: charge it `tokens` (its answer's total) in place of its
+        reservation; None (no answer, or one without usage) keeps the reservation."""
         with self._cond:
-            if entry.live:  # an entry out of the window counts no more
-                self._used += tokens - entry.tokens
-            entry.tokens = tokens
+            if entry.settled:
+                return
+            entry.settled = True
+            self._unbounded -= not entry.bounded
+            if tokens is not None:
+                if entry.live:  # an entry out of the window counts no more
+                    self._used += tokens - entry.tokens
+                entry.tokens = tokens
             self._cond.notify_all()

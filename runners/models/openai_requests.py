@@ -12,7 +12,14 @@ import threading
 import uuid
 from typing import Any
 
-from runners.models.http import HttpClient, HttpResponse, json_body, parse_json
+from runners.models.http import (
+    HttpClient,
+    HttpRejected,
+    HttpResponse,
+    HttpUnavailable,
+    json_body,
+    parse_json,
+)
 from runners.retry import Waiter
 from runners.tokens import TokenLimiter, request_bound, token_counts, usage_of
 
@@ -47,11 +54,19 @@ class Requests:
             return response, parse_json(response, what=what)
         bound = request_bound(body, len(data), completes=completes)
         entry = self.limiter.acquire(bound, self._stop)
-        # Whatever fails keeps the reservation: a request that timed out may have been served.
-        response = self.http.send("POST", url, body=data, what=what, per_record=per_record)
-        answer = parse_json(response, what=what)
-        usage = usage_of(answer)
-        self.limiter.settle(entry, None if usage is None else token_counts(usage)[2])
+        # A request without an answer (a timeout) keeps its reservation: it may have been
+        # served. One the server refused (4xx, 429, 5xx) made no tokens.
+        tokens: int | None = None
+        try:
+            response = self.http.send("POST", url, body=data, what=what, per_record=per_record)
+            answer = parse_json(response, what=what)
+            usage = usage_of(answer)
+            tokens = None if usage is None else token_counts(usage)[2]
+        except (HttpRejected, HttpUnavailable):
+            tokens = 0
+            raise
+        finally:
+            self.limiter.settle(entry, tokens)
         return response, answer
 
     def close(self) -> None:

@@ -37,6 +37,7 @@ from runners.api import (
     StorageBackend,
 )
 from runners.formats import (
+    chunk_usage,
     count_records,
     encode_chunk,
     extension,
@@ -153,6 +154,15 @@ class FileSink(Sink):
             count_records(self.chunk_path(index).read_bytes(), fmt=self.fmt)
             for index in sorted(chunks & self.committed())
         )
+
+    def committed_usage(self, chunks: set[int]) -> dict[str, int]:
+        """Token counts of the usage in the chunk files of `chunks`."""
+        tokens: dict[str, int] = {}
+        for index in sorted(chunks & self.committed()):
+            data = self.chunk_path(index).read_bytes()
+            for key, value in chunk_usage(data, fmt=self.fmt).items():
+                tokens[key] = tokens.get(key, 0) + value
+        return tokens
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Write chunk `index` atomically (replacing an identical earlier copy)."""

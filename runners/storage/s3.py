@@ -54,6 +54,7 @@ from runners.api import (
     TransientError,
 )
 from runners.formats import (
+    chunk_usage,
     count_records,
     decode_chunk,
     encode_chunk,
@@ -304,6 +305,21 @@ class S3Sink(Sink):
                 return count_records(body.read(), fmt=self.fmt)
         except (ClientError, BotoCoreError) as exc:
             raise _error(exc, what=f"reading s3://{self.bucket}/{key}", field="prefix") from exc
+
+    def committed_usage(self, chunks: set[int]) -> dict[str, int]:
+        """Token counts of the usage in the chunk objects of `chunks` (one GET each)."""
+        tokens: dict[str, int] = {}
+        for index in sorted(chunks & self.committed()):
+            key = self.key(index)
+            try:
+                with self.client.get_object(Bucket=self.bucket, Key=key)["Body"] as body:
+                    found = chunk_usage(body.read(), fmt=self.fmt)
+            except (ClientError, BotoCoreError) as exc:
+                where = f"reading s3://{self.bucket}/{key}"
+                raise _error(exc, what=where, field="prefix") from exc
+            for name, value in found.items():
+                tokens[name] = tokens.get(name, 0) + value
+        return tokens
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """PUT chunk `index` (conditionally for the output role), its record count as metadata."""

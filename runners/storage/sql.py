@@ -69,6 +69,7 @@ from runners.storage.sqlschema import (
     split_name,
     upsert,
 )
+from runners.tokens import sum_usage
 
 _YIELD_PER = 1000
 _MANIFEST_CHUNK = -1
@@ -304,6 +305,16 @@ class SqlSink(Sink):
         )
         with self.engine.connect() as conn:
             return sum(int(n) for chunk, n in conn.execute(stmt) if int(chunk) in chunks)
+
+    def committed_usage(self, chunks: set[int]) -> dict[str, int]:
+        """Token counts of the usage column in the rows of `chunks`."""
+        if not self._usage or not chunks:
+            return {}
+        c = self.table.c
+        stmt = sa.select(c.chunk, c[USAGE]).where(self._mine(self.table), c[USAGE].is_not(None))
+        with self.engine.connect() as conn:
+            rows = [json.loads(u) for chunk, u in conn.execute(stmt) if int(chunk) in chunks]
+        return sum_usage(rows)
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Replace chunk `index` and mark it committed, in one transaction."""
