@@ -39,8 +39,11 @@ def _tokens(value: Any) -> int:
     return max(len(json.dumps(value).split()), 1)
 
 
-def answer(path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """(status, JSON body) for one request."""
+def answer(path: str, body: dict[str, Any], refuse: set[str]) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) for one request; a prompt or last message in `refuse` gets a 400."""
+    said = body.get("prompt", body.get("input", (body.get("messages") or [{}])[-1].get("content")))
+    if isinstance(said, str) and said in refuse:
+        return _error(400, f"refused {said!r} for the test", "invalid_request_error")
     if path not in ("/v1/chat/completions", "/v1/completions", "/v1/embeddings"):
         return _error(404, f"no endpoint {path}", "not_found_error")
     if body.get("model") != MODEL:
@@ -80,6 +83,7 @@ class OpenAIStub:
     url: str = ""
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     request_ids: bool = True  # answer with an x-request-id header, as OpenAI does
+    refuse: set[str] = field(default_factory=set)  # prompts answered with a 400
 
 
 @contextmanager
@@ -97,7 +101,7 @@ def serve() -> Iterator[OpenAIStub]:
             with lock:
                 stub.requests.append((self.path, body))
                 number = len(stub.requests)
-            status, doc = answer(self.path, body)
+            status, doc = answer(self.path, body, stub.refuse)
             data = json.dumps(doc).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
