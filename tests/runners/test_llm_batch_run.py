@@ -265,3 +265,29 @@ def test_the_metrics_count_the_tokens_the_summary_counts(env: Path, stub: OpenAI
     assert stats.total_tokens > 0
     assert f'longrun_runner_tokens_total{{kind="total"}} {float(stats.total_tokens)}' in text
     assert f'longrun_runner_tokens_total{{kind="prompt"}} {float(stats.prompt_tokens)}' in text
+
+
+def test_failed_requests_run_again_from_an_sql_error_table(env: Path, stub: OpenAIStub) -> None:
+    (env / "batch.jsonl").write_text("".join(ask(f"q{n}", f"n{n}") + "\n" for n in range(5)))
+    stub.refuse = {"n0", "n3"}
+    url = f"sqlite:///{env / 'out.db'}"
+    first = llm_contract(
+        stub,
+        input={"file": {"path": str(env / "batch.jsonl"), "format": "openai-batch"}},
+        output={"sql": {"url": url, "table": "answers"}},
+    )
+    assert run(env, first)[1]["recordsFailed"] == 2
+    stub.refuse = set()
+    query = "SELECT record_id, input FROM answers_errors ORDER BY position"
+    again = llm_contract(
+        stub,
+        input={
+            "sql": {"url": url, "query": query, "format": "openai-batch", "recordField": "input"}
+        },
+        output={"file": {"path": str(env / "retry")}},
+    )
+
+    code, summary = run(env, again)
+
+    assert code == 0 and summary["recordsWritten"] == 2
+    assert [line["custom_id"] for line in lines(env / "retry")] == ["q0", "q3"]
