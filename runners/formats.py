@@ -27,6 +27,7 @@ Rules:
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
@@ -44,6 +45,9 @@ from runners.jsonvalues import jsonable as jsonable
 from runners.tokens import sum_usage
 
 Row = dict[str, Any] | str | None
+# How input text is read: UTF-8, a byte order mark at the start dropped (editors on Windows and
+# spreadsheet exports write one; JSON and CSV parsers would take it for data).
+TEXT_ENCODING = "utf-8-sig"
 
 
 @dataclass(slots=True)
@@ -203,15 +207,21 @@ def _read_csv(lines: Iterable[str]) -> Iterator[Row]:
             yield dict(zip(header, row, strict=True))
 
 
-def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = "utf-8") -> Iterator[str]:
-    """Text lines (with their line endings) from a stream of byte chunks."""
+def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = TEXT_ENCODING) -> Iterator[str]:
+    """Text lines (with their line endings) from a stream of byte chunks.
+
+    The decoder is incremental: a character whose bytes a chunk boundary splits is read whole
+    (decoding each chunk on its own made two replacement characters of it). A UTF-8 byte
+    order mark at the start is dropped, as files are read (`TEXT_ENCODING`)."""
+    text = codecs.getincrementaldecoder(encoding)(errors="replace")
     decoder = io.IncrementalNewlineDecoder(None, translate=False)
     pending = ""
     for chunk in chunks:
-        pending += decoder.decode(chunk.decode(encoding, "replace"))
+        pending += decoder.decode(text.decode(chunk))
         *complete, pending = pending.split("\n")
         for line in complete:
             yield line + "\n"
+    pending += decoder.decode(text.decode(b"", final=True), final=True)
     if pending:
         yield pending
 

@@ -37,6 +37,7 @@ from runners.api import (
     StorageBackend,
 )
 from runners.formats import (
+    TEXT_ENCODING,
     chunk_usage,
     count_records,
     encode_chunk,
@@ -86,7 +87,7 @@ class FileSource(Source):
         for path in self.files:
             fmt = guess_format(path.name, self.settings.format)
             count = 0
-            with path.open(encoding="utf-8", newline="") as handle:
+            with path.open(encoding=TEXT_ENCODING, newline="") as handle:
                 for offset, row in enumerate(parse_rows(handle, fmt=fmt, skip=skip - start)):
                     count = offset + 1
                     if start + offset >= skip and row is not None:
@@ -105,7 +106,7 @@ class FileSource(Source):
         count = 0
         for path in self.files:
             fmt = guess_format(path.name, self.settings.format)
-            with path.open(encoding="utf-8", newline="") as handle:
+            with path.open(encoding=TEXT_ENCODING, newline="") as handle:
                 count += sum(1 for _ in parse_rows(handle, fmt=fmt, skip=sys.maxsize))
         return count
 

@@ -1,6 +1,7 @@
 """OpenAI batch files: request lines read into records, records written as OpenAI's lines.
 
-Real: runners/formats.py and runners/batchlines.py, on text as files hold it. Faked: nothing
+Real: runners/formats.py and runners/batchlines.py, on text as files hold it (and one file
+through the file source). Faked: nothing
 (no model, no store: the pipeline and the sinks are tested with them in
 test_llm_batch_run.py).
 """
@@ -8,10 +9,12 @@ test_llm_batch_run.py).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from contracts.storage import FileStorage
 from runners.api import ErrorRecord, OutputRecord
 from runners.batchlines import request_id
 from runners.formats import (
@@ -22,6 +25,7 @@ from runners.formats import (
     make_record,
     parse_rows,
 )
+from runners.storage.file import FileSource
 
 CHAT = "/v1/chat/completions"
 
@@ -150,3 +154,12 @@ def test_jsonl_and_csv_outputs_put_usage_beside_the_prediction() -> None:
     assert csv_rows[0]["usage"] == usage and csv_rows[1]["usage"] is None
     plain = decode_chunk(encode_chunk(records[1:], fmt="csv"), fmt="csv")
     assert "usage" not in plain[0]  # no column for protocols without usage
+
+
+def test_a_batch_file_saved_with_a_byte_order_mark_reads_its_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "requests.jsonl"
+    path.write_bytes("\ufeff".encode() + (json.dumps(request("first")) + "\r\n").encode())
+    source = FileSource(FileStorage(path=str(path), format="openai-batch"))
+    [record] = list(source.records(0))
+    assert not isinstance(record, UnreadableRecord) and record.id == "first"
+    assert source.total() == 1
