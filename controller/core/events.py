@@ -46,6 +46,7 @@ def transition_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[
         events.append(EventSpec("Warning", current.reason, current.message))
     if new.phase != old.phase and new.phase is not None:
         events.append(_phase_event(new, was=old.phase))
+    events.extend(_preemption_events(old, new))
     events.extend(_execution_events(old, new))
     return events
 
@@ -56,6 +57,10 @@ def _phase_event(new: InferenceRunStatus, *, was: str | None) -> EventSpec:
         return EventSpec("Normal", "Resumed", f"Job {new.job_name} resumed")
     if phase == "Suspended" and new.job_name:
         return EventSpec("Normal", "Suspended", f"Job {new.job_name} is suspended")
+    if phase == "Suspended" and not new.cron_job_name:  # held before its Job was queued
+        return EventSpec("Normal", "Suspended", new.message or "suspended before it started")
+    if phase == "Queued":
+        return EventSpec("Normal", "Queued", f"Job {new.job_name} is queued: {new.message or ''}")
     if phase == "Cancelled":
         return EventSpec("Normal", "Cancelled", _cancelled_text(new))
     if phase == "Pending":
@@ -73,6 +78,16 @@ def _phase_event(new: InferenceRunStatus, *, was: str | None) -> EventSpec:
         "Suspended": f"CronJob {new.cron_job_name} is suspended",
     }
     return EventSpec("Normal", phase or "Unknown", messages.get(phase or "", ""))
+
+
+def _preemption_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[EventSpec]:
+    """Kueue preempted the run's Job (its `Preempted` condition turned True), with Kueue's
+    reason and words (controller/core/kueue/workload.py)."""
+    now, was = find(new.conditions, "Preempted"), find(old.conditions, "Preempted")
+    if now is None or now.status != "True" or (was is not None and was.status == "True"):
+        return []
+    text = f"Kueue preempted Job {new.job_name} ({now.reason}): {now.message}"
+    return [EventSpec("Normal", "Preempted", text)]
 
 
 def _execution_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[EventSpec]:

@@ -69,6 +69,7 @@ class Observed:
     cron_job: Obj | None = None
     jobs: Sequence[Obj] = ()
     pods: Sequence[Obj] = ()
+    workload: Obj | None = None  # Kueue's Workload of the one-shot run's Job, if any
     problem: Problem | None = None
     answer: Problem | None = None
     runner_log: RunnerLog | None = None  # None: not read this pass

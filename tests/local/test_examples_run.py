@@ -252,3 +252,32 @@ def test_openai_files_example_answers_every_question_into_jsonl_files(
     assert sorted(line["id"] for line in lines) == [q["id"] for q in questions]
     assert all(isinstance(line["prediction"], str) for line in lines), lines[0]
     assert "sk-local-test" not in done.stderr  # the API key went by reference, never shown
+
+
+def test_queued_example_runs_at_once_where_there_is_no_queue(
+    tmp_path: Path, kserve_server: PeerServer
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    flowers = [{k: v for k, v in row.items() if k != "species"} for row in iris_rows()]
+    (data / "flowers.jsonl").write_text("".join(json.dumps(f) + "\n" for f in flowers))
+    overrides = sets(
+        "InferenceConfig/iris-queued",
+        spec__model__url=kserve_server.http_url,
+        spec__model__name=kserve_server.model,
+        spec__storage__input__file__mountPath=data,
+        spec__storage__input__file__path=data / "flowers.jsonl",
+        spec__storage__output__file__mountPath=data,
+        spec__storage__output__file__path=data / "scores",
+    )
+
+    done = longrun_run(tmp_path, "-f", "testdata/examples/queued", *overrides)
+
+    succeeded(done, "default/iris-queued-once", read=150)
+    lines = [
+        json.loads(line)
+        for part in sorted((data / "scores").glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+    assert sorted(int(line["id"]) for line in lines) == [f["id"] for f in flowers]
+    assert accuracy({int(line["id"]): class_of(line["prediction"]) for line in lines}) > 0.9
