@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from contracts.run import InferenceRunSpec, InferenceRunStatus
+from contracts.run import InferenceRunSpec, InferenceRunStatus, RunProgress
 from controller.core import builders, names
 from controller.core.decide import Create, Patch, decide
 from controller.core.events import transition_events
 from controller.core.kueue import policy, workload
+from controller.core.serving import uses
 from controller.core.settings import Settings, SettingsError, settings_from_env
 from controller.core.status import Observed
 from tests.controller.unit.objects import NS, config, resolved, run
@@ -421,3 +422,19 @@ def test_runs_outside_kueue_get_no_queue_condition() -> None:
     obs = observed({"queueName": None}, job=job(labels={}, suspend=False, status=RUNNING))
     status = decide(obs, SETTINGS, now=NOW).status
     assert cond_of(status, "Queued") is None and status.workload_name is None
+
+
+def test_a_preempted_run_keeps_its_counts_without_a_rate() -> None:
+    kept = RunProgress(
+        job_name="run", records_read=400, records_written=400, records_per_second=9.0
+    )
+    previous = InferenceRunStatus(phase="Running", job_name="run", progress=kept)
+    status = decide(observed(job=job(), workload=wl(*PREEMPTED), previous=previous),
+                    SETTINGS, now=NOW).status  # fmt: skip
+    assert status.phase == "Queued"
+    assert status.progress is not None and status.progress.records_written == 400
+    assert status.progress.records_per_second is None
+
+
+def test_a_queued_run_keeps_the_deployment_it_uses_up() -> None:
+    assert uses.is_active({"status": {"phase": "Queued"}})
