@@ -21,7 +21,7 @@ from controller.core.events import transition_events
 from controller.core.kueue import policy, workload
 from controller.core.serving import uses
 from controller.core.settings import Settings, SettingsError, settings_from_env
-from controller.core.status import Observed
+from controller.core.status import Observed, execution_of
 from tests.controller.unit.objects import NS, config, resolved, run
 
 NOW = datetime(2026, 1, 1, 0, 2, tzinfo=UTC)
@@ -438,3 +438,11 @@ def test_a_preempted_run_keeps_its_counts_without_a_rate() -> None:
 
 def test_a_queued_run_keeps_the_deployment_it_uses_up() -> None:
     assert uses.is_active({"status": {"phase": "Queued"}})
+
+
+def test_a_scheduled_execution_kueue_holds_is_pending_not_running() -> None:
+    spawned = job()
+    spawned["metadata"]["name"] = "run-29000000"
+    assert execution_of(spawned, []).phase == "Pending"
+    by_hand = job(labels={})
+    assert execution_of(by_hand, []).phase == "Running"  # suspended by hand: it had started
