@@ -145,7 +145,11 @@ def test_runs_wait_for_quota_and_a_preempted_run_resumes_exactly_once(
     job = system.get("job", done["jobName"], ns) or {}
     conditions = {c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions") or []}
     assert conditions.get("Complete") == "True" and conditions.get("Failed") != "True"
-    events = {(e["involvedObject"]["name"], e["reason"]) for e in system.items("events", ns)}
+    runs = [e for e in system.items("events", ns) if e["involvedObject"]["kind"] == "InferenceRun"]
+    events = {(e["involvedObject"]["name"], e["reason"]) for e in runs}
     assert {("second", "Queued"), ("second", "Preempted"), ("second", "Succeeded")} <= events
+    assert not {reason for _, reason in events} & {"Suspended", "Resumed"}  # no run was
+    said = [e["message"] for e in runs if e["involvedObject"]["name"] == "second"]
+    assert any("insufficient unused quota for cpu" in m for m in said), said
     workloads = yaml.safe_load(system.kubectl("get", "workloads", "-n", ns, "-o", "yaml"))
     assert {w["metadata"]["name"] for w in workloads["items"]} >= {done["workloadName"]}

@@ -3,9 +3,10 @@
 `one_shot_status` (controller/core/status.py) reads a Job as the Job controller reports it,
 and to the Job controller a Kueue-managed Job that waits is merely suspended. What only the
 Workload knows is added here:
-- phase `Queued` while the Job waits for admission, or waits again after a preemption or an
-  eviction, and the run itself is neither suspended nor cancelled; `status.message` and the
-  `Queued` condition say why, in Kueue's words (`workload.waiting`);
+- phase `Queued` while the Job has not started (waiting for admission, admitted but not yet
+  un-suspended, or waiting again after a preemption or an eviction) and the run itself is
+  neither suspended nor cancelled; `status.message` and the `Queued` condition say why, in
+  Kueue's words (`workload.waiting`);
 - the `Queued` condition False once the Job runs (reason `Admitted`), or the run is
   suspended, cancelled or finished (the phase as reason);
 - `Preempted`, mirrored from the Workload, and `workloadName`;
@@ -20,6 +21,7 @@ from datetime import datetime
 from contracts.run import InferenceRunStatus
 from controller.core import conditions as cond
 from controller.core.conditions import Want, find
+from controller.core.jobs import parse_time
 from controller.core.kueue import policy, workload
 from controller.core.settings import Settings
 from controller.core.status import Observed
@@ -48,13 +50,16 @@ def with_queue(
             "Queued", False, "Admitted", f"admitted by ClusterQueue {where}" if where else ""
         )
     elif phase in WAITING and not wanted_stop:
-        labels = obs.job["metadata"].get("labels") or {}
+        meta = obs.job["metadata"]
+        created = parse_time(meta.get("creationTimestamp"))
         wait = workload.waiting(
-            found, job_name=obs.job["metadata"]["name"], queue=labels.get(policy.QUEUE_LABEL)
+            found,
+            job_name=meta["name"],
+            queue=(meta.get("labels") or {}).get(policy.QUEUE_LABEL),
+            waited=(now - created).total_seconds() if created else 0.0,
         )
-        queued = Want("Queued", wait.reason != "Admitted", wait.reason, wait.message)
-        if queued.status:
-            phase, message = "Queued", "; ".join(m for m in (message, wait.message) if m)
+        queued = Want("Queued", True, wait.reason, wait.message)
+        phase, message = "Queued", "; ".join(m for m in (message, wait.message) if m)
     wants = [queued]
     preempted = workload.preemption(found)
     if preempted is not None:

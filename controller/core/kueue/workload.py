@@ -32,6 +32,7 @@ from controller.core.ports import Obj
 KIND = "Workload"
 DEACTIVATED_ANNOTATION = f"{GROUP_DOMAIN}/deactivated"  # "longrun deactivated it"
 PREEMPTED_REASON = "Preempted"  # Kueue's eviction reason for a preemption
+WORKLOAD_PATIENCE = 30.0  # seconds without a Workload before the run asks whether Kueue runs
 
 
 @dataclass(frozen=True)
@@ -105,14 +106,19 @@ def cluster_queue(workload: Obj) -> str:
     return str(admission.get("clusterQueue") or "")
 
 
-def waiting(workload: Obj | None, *, job_name: str, queue: str | None) -> Waiting:
-    """Why Kueue has not started the Job (yet, or again), in Kueue's own words."""
+def waiting(
+    workload: Obj | None, *, job_name: str, queue: str | None, waited: float = 0.0
+) -> Waiting:
+    """Why Kueue has not started the Job (yet, or again), in Kueue's own words; `waited`:
+    seconds since the Job was made."""
     if workload is None:
         where = f'LocalQueue "{queue}"' if queue else "no queue name (Kueue manages every Job)"
+        text = f"waiting for Kueue to make the Workload of Job {job_name} ({where})"
+        if waited < WORKLOAD_PATIENCE:  # Kueue makes it within moments
+            return Waiting("WaitingForWorkload", text)
         return Waiting(
-            "WaitingForWorkload",
-            f"waiting for Kueue to make the Workload of Job {job_name} ({where}); is Kueue "
-            "running, and does it manage this namespace?",
+            "NoWorkload",
+            f"{text} for {waited:.0f} s: is Kueue running, and does it manage this namespace?",
         )
     evicted = condition(workload, "Evicted")
     if evicted is not None and evicted.get("status") == "True":
@@ -124,7 +130,8 @@ def waiting(workload: Obj | None, *, job_name: str, queue: str | None) -> Waitin
             "resume the run to queue it again",
         )
     if is_admitted(workload):
-        return Waiting("Admitted", f"admitted by ClusterQueue {cluster_queue(workload)}")
+        where = cluster_queue(workload)
+        return Waiting("Admitted", f"admitted by ClusterQueue {where}; Kueue starts the Job")
     reserved = condition(workload, "QuotaReserved")
     if reserved is not None and reserved.get("status") == "True":
         return Waiting(

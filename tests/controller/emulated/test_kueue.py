@@ -121,7 +121,10 @@ def test_a_queued_run_waits_for_kueue_and_is_steered_through_its_workload(env: E
     job = _job(env)
     assert job["spec"]["suspend"] is True and job["metadata"]["labels"][QUEUE_LABEL] == "team-a"
     waiting = env.wait_phase("Queued")
-    assert "is Kueue running" in waiting["message"]
+    assert (
+        'waiting for Kueue to make the Workload of Job run (LocalQueue "team-a")'
+        in (waiting["message"])
+    )
     assert env.condition("Queued")["reason"] == "WaitingForWorkload"
 
     kueue.make_workload(job)

@@ -355,12 +355,23 @@ def test_a_job_waiting_for_quota_shows_queued_with_kueues_reason() -> None:
     ]
 
 
-def test_before_kueue_makes_the_workload_the_run_says_it_waits_for_kueue() -> None:
-    status = decide(observed(job=job(status={})), SETTINGS, now=NOW).status
+def test_before_kueue_makes_the_workload_the_run_waits_quietly_then_asks_about_kueue() -> None:
+    fresh = job(status={})
+    fresh["metadata"]["creationTimestamp"] = "2026-01-01T00:01:50Z"  # 10 s before NOW
+    status = decide(observed(job=fresh), SETTINGS, now=NOW).status
     assert status.phase == "Queued"
     queued = cond_of(status, "Queued")
-    assert queued.reason == "WaitingForWorkload"
-    assert 'LocalQueue "team-a"' in queued.message and "is Kueue running" in queued.message
+    assert queued.reason == "WaitingForWorkload" and 'LocalQueue "team-a"' in queued.message
+    assert "is Kueue running" not in queued.message
+    before = InferenceRunStatus(phase="Pending", job_name="run")
+    assert [e.reason for e in transition_events(before, status)] == []  # moments, usually
+    stale = job(status={})
+    stale["metadata"]["creationTimestamp"] = "2026-01-01T00:00:30Z"  # 90 s before NOW
+    later = decide(observed(job=stale, previous=status), SETTINGS, now=NOW).status
+    queued = cond_of(later, "Queued")
+    assert queued.reason == "NoWorkload"
+    assert "for 90 s: is Kueue running, and does it manage this namespace?" in queued.message
+    assert [e.reason for e in transition_events(status, later)] == ["Queued"]
 
 
 def test_a_preempted_job_shows_queued_preempted_and_an_event_with_kueues_reason() -> None:
@@ -377,8 +388,9 @@ def test_a_preempted_job_shows_queued_preempted_and_an_event_with_kueues_reason(
         PREEMPTED_TEXT,
     )
     events = {e.reason: e for e in transition_events(previous, status)}
+    assert set(events) == {"Preempted"}  # its own event says it all
     assert "InClusterQueue" in events["Preempted"].message
-    assert events["Queued"].type == "Normal"
+    assert events["Preempted"].type == "Normal"
 
 
 def test_readmitted_after_a_preemption_the_run_runs_and_remembers_it() -> None:
@@ -395,10 +407,12 @@ def test_readmitted_after_a_preemption_the_run_runs_and_remembers_it() -> None:
     assert preempted.message.startswith("Previously: Preempted")
 
 
-def test_an_admitted_job_not_started_yet_is_not_queued() -> None:
-    status = decide(observed(job=job(status={}), workload=wl(*ADMITTED)), SETTINGS, now=NOW).status
-    assert status.phase == "Pending"
-    assert cond_of(status, "Queued").reason == "Admitted"
+def test_an_admitted_job_kueue_has_not_started_yet_stays_queued_as_admitted() -> None:
+    status = decide(observed(job=job(), workload=wl(*ADMITTED)), SETTINGS, now=NOW).status
+    assert status.phase == "Queued"  # never Suspended: the run is not
+    queued = cond_of(status, "Queued")
+    assert (queued.status, queued.reason) == ("True", "Admitted")
+    assert "admitted by ClusterQueue" in queued.message
 
 
 def test_a_finished_queued_run_keeps_queued_false_and_its_workload_name() -> None:
