@@ -110,9 +110,15 @@ def test_runs_wait_for_quota_and_a_preempted_run_resumes_exactly_once(
         )
         apply(system, ns, run)
     wait_phase(system, ns, "first", "Running")
-    waiting = wait_phase(system, ns, "second", "Queued")
+
+    def waits_for_quota() -> Obj | None:
+        status = status_of(system, ns, "second")
+        return status if condition(status, "Queued").get("reason") == "Pending" else None
+
+    waiting = wait_for(system, ns, waits_for_quota, "second waits for quota")
+    assert waiting["phase"] == "Queued"
     queued = condition(waiting, "Queued")
-    assert queued["status"] == "True" and queued["reason"] == "Pending", queued
+    assert queued["status"] == "True", queued
     assert "insufficient unused quota for cpu" in queued["message"], queued
     assert "insufficient unused quota for cpu" in waiting["message"]
     second_job = system.get("job", waiting["jobName"], ns) or {}
