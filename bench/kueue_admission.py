@@ -89,8 +89,15 @@ def watch(system: System, ns: str, stamps: Stamps, stop: threading.Event) -> Non
             if pod.status.phase == "Running":
                 stamps.first(stamps.pod_running, job)
 
+    def quietly(target: Any) -> None:
+        try:
+            target()
+        except Exception:  # the API server stopped under the watch: the bench is over
+            if not stop.is_set():
+                raise
+
     for target in (jobs, pods):
-        threading.Thread(target=target, daemon=True).start()
+        threading.Thread(target=quietly, args=(target,), daemon=True).start()
 
 
 def objects(model: PeerServer, data: Path, *, name: str, records: int) -> list[Obj]:
