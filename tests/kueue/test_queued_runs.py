@@ -159,3 +159,56 @@ def test_runs_wait_for_quota_and_a_preempted_run_resumes_exactly_once(
     assert any("insufficient unused quota for cpu" in m for m in said), said
     workloads = yaml.safe_load(system.kubectl("get", "workloads", "-n", ns, "-o", "yaml"))
     assert {w["metadata"]["name"] for w in workloads["items"]} >= {done["workloadName"]}
+
+
+def workload_of(system: System, ns: str, status: Obj) -> Obj:
+    found = system.get("workload", status["workloadName"], ns)
+    assert found is not None, status
+    return found
+
+
+def test_suspend_resume_and_cancel_go_through_the_workload_kueue_respects(
+    start_queued_system: Callable[..., QueuedSystem], kserve_server: PeerServer, tmp_path: Path
+) -> None:
+    system, _kueue = start_queued_system(**CONTROLLER)
+    ns = system.namespace("control")
+    system.kubectl("apply", "-n", ns, "-f", str(QUEUES))
+    pause, never = tmp_path / "pause", tmp_path / "never"
+    apply(system, ns, queued_run(kserve_server, pause, name="pause", records=6000,
+                                 priority="batch-low"))  # fmt: skip
+    wait_phase(system, ns, "pause", "Running")
+    apply(system, ns, queued_run(kserve_server, never, name="never", records=100,
+                                 priority="batch-low"))  # fmt: skip
+    wait_phase(system, ns, "never", "Queued")
+
+    # Cancelling a run that waits in the queue: its Workload is deactivated, it never runs.
+    patch = json.dumps({"spec": {"cancel": True}})
+    system.kubectl("patch", "irun", "never", "-n", ns, "--type", "merge", "-p", patch)
+    wait_phase(system, ns, "never", "Cancelled")
+    cancelled = status_of(system, ns, "never")
+    assert workload_of(system, ns, cancelled)["spec"]["active"] is False
+    assert not (never / "scores").exists() or chunks(never) == 0
+
+    # Suspending a running one: Kueue evicts the deactivated Workload and suspends the Job.
+    wait_for(system, ns, lambda: chunks(pause) >= 2, "pause commits chunks")
+    patch = json.dumps({"spec": {"suspend": True}})
+    system.kubectl("patch", "irun", "pause", "-n", ns, "--type", "merge", "-p", patch)
+    suspended = wait_phase(system, ns, "pause", "Suspended")
+    workload = workload_of(system, ns, suspended)
+    assert workload["spec"]["active"] is False
+    assert workload["metadata"]["annotations"]["longrun.dev/deactivated"] == "true"
+    evicted = next(c for c in workload["status"]["conditions"] if c["type"] == "Evicted")
+    assert (evicted["status"], evicted["reason"]) == ("True", "Deactivated")
+    job = system.get("job", suspended["jobName"], ns) or {}
+    assert job["spec"]["suspend"] is True
+    paused_at = chunks(pause)
+    assert paused_at < 60, "finished before the suspension: make the input bigger"
+
+    # Resuming re-activates it: Kueue admits it again and it resumes after its chunks.
+    patch = json.dumps({"spec": {"suspend": False}})
+    system.kubectl("patch", "irun", "pause", "-n", ns, "--type", "merge", "-p", patch)
+    done = wait_phase(system, ns, "pause", "Succeeded")
+    exactly_once(pause, 6000)
+    assert done["result"]["recordsWritten"] == 6000
+    assert "longrun.dev/deactivated" not in (workload_of(system, ns, done)["metadata"].get(
+        "annotations") or {})  # fmt: skip
