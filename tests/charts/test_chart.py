@@ -368,7 +368,7 @@ def test_bind_addresses_reach_the_controller_environment(chart: Any) -> None:
 
 VIEW = {"get", "list", "watch"}
 EDIT = VIEW | {"create", "update", "patch", "delete", "deletecollection"}
-RESOURCES = ("inferenceconfigs", "inferenceruns")
+RESOURCES = ("inferenceconfigs", "inferenceruns", "models", "modeldeployments")
 
 
 def _people_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -407,12 +407,14 @@ def test_people_roles_aggregate_into_the_built_in_view_and_edit(chart: Any, valu
     assert "aggregationRule" not in roles["longrun-view"]  # they feed roles, they aggregate none
 
 
-def test_people_can_view_configs_and_runs_and_their_status(chart: Any) -> None:
+def test_people_can_view_configs_runs_models_and_deployments_and_their_status(chart: Any) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-view"])
     assert grants == {r: VIEW for r in (*RESOURCES, *(f"{r}/status" for r in RESOURCES))}
 
 
-def test_editors_manage_configs_and_runs_but_only_read_status(chart: Any) -> None:
+def test_editors_manage_configs_runs_models_and_deployments_but_only_read_status(
+    chart: Any,
+) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-edit"])
     assert {r: grants[r] for r in RESOURCES} == {r: EDIT for r in RESOURCES}
     for resource in RESOURCES:
@@ -431,6 +433,19 @@ def test_runner_deny_list_defaults_to_link_local_and_metadata_addresses(chart: A
     denied = _env(_render(chart))["DENIED_CIDRS"]
     assert denied == "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
     assert settings_from_env({"DENIED_CIDRS": denied}).denied_cidrs == tuple(denied.split(","))
+
+
+def test_model_downloads_follow_the_deny_list_and_the_fetch_values(chart: Any) -> None:
+    from controller.core.serving.settings import serving_settings_from_env
+
+    env = _env(_render(chart))
+    settings = serving_settings_from_env(env)
+    assert settings.denied_cidrs == tuple(env["DENIED_CIDRS"].split(","))
+    assert settings.fetch_redirect_hosts == ("*.hf.co", "*.huggingface.co")
+    assert not settings.fetch_instance_metadata
+    values = {"serving": {"fetch": {"redirectHosts": [], "allowInstanceMetadata": True}}}
+    opened = serving_settings_from_env(_env(_render(chart, values)))
+    assert opened.fetch_redirect_hosts == () and opened.fetch_instance_metadata
 
 
 def test_runner_deny_list_can_be_turned_off(chart: Any) -> None:
