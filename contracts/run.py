@@ -8,9 +8,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
-from contracts.base import Condition, NamespaceName, ObjectName, Schema, cel
+from contracts.base import DNS_SUBDOMAIN, Condition, NamespaceName, ObjectName, Schema, cel
 
-Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Cancelled", "Scheduled", "Suspended"]
+Phase = Literal[
+    "Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled", "Scheduled", "Suspended"
+]
 ExecutionPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 HISTORY_LIMIT = 10
@@ -27,6 +29,9 @@ ONE_SHOT_FIXED_FIELDS = (
     "successfulJobsHistoryLimit",
     "failedJobsHistoryLimit",
     "startingDeadlineSeconds",
+    "queueName",
+    "priorityClassName",
+    "workloadPriorityClassName",
 )
 ONE_SHOT_FIXED_MESSAGE = (
     "a one-shot InferenceRun's spec is immutable after creation except suspend and cancel; "
@@ -34,6 +39,9 @@ ONE_SHOT_FIXED_MESSAGE = (
 )
 CANCEL_FINAL_MESSAGE = "spec.cancel cannot be undone; create a new InferenceRun to run again"
 CANCEL_ONE_SHOT_MESSAGE = "cancel applies to one-shot runs; suspend a scheduled run instead"
+# Kueue's names travel as label values (`kueue.x-k8s.io/queue-name`, `.../priority-class`):
+# object names of at most 63 characters.
+KueueName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_SUBDOMAIN)]
 # Conditions are a map keyed by type, so patches merge them like Kubernetes' own.
 LIST_MAP_BY_TYPE: JsonDict = {
     "x-kubernetes-list-type": "map",
@@ -137,7 +145,7 @@ class InferenceRunSpec(Schema):
         description=(
             "Scheduled runs: pause future executions. One-shot runs: suspend the Job (its pods "
             "stop, committed chunks stay, phase Suspended); set back to false to resume after "
-            "the committed chunks."
+            "the committed chunks. Under Kueue through the Workload's spec.active."
         ),
     )
     cancel: bool = Field(
@@ -163,6 +171,32 @@ class InferenceRunSpec(Schema):
         default=None,
         ge=0,
         description="Scheduled runs: skip an execution that cannot start within this many seconds.",
+    )
+
+    queue_name: KueueName | None = Field(
+        default=None,
+        description=(
+            "Kueue LocalQueue of the run's Jobs (the kueue.x-k8s.io/queue-name label); default: "
+            "the controller's (chart: kueue.queueName). A Job in a queue is created suspended "
+            "and Kueue decides when it runs (docs/shared-clusters.md)."
+        ),
+    )
+    priority_class_name: ObjectName | None = Field(
+        default=None,
+        description=(
+            "PriorityClass of the runner pods (pod spec.priorityClassName); only names the "
+            "controller allows (chart: runner.allowedPriorityClasses). Kueue also reads the "
+            "Job's priority from it unless workloadPriorityClassName is set."
+        ),
+    )
+    workload_priority_class_name: KueueName | None = Field(
+        default=None,
+        description=(
+            "Kueue WorkloadPriorityClass of the run's Jobs (the kueue.x-k8s.io/priority-class "
+            "label): their priority in the queue, for admission and preemption, without "
+            "changing the pods' priority; only names the controller allows (chart: "
+            "kueue.allowedWorkloadPriorityClasses)."
+        ),
     )
 
     @model_validator(mode="after")
@@ -309,8 +343,8 @@ class InferenceRunStatus(Schema):
     phase: Phase | None = Field(
         default=None,
         description=(
-            "Pending, Running, Suspended, Succeeded, Failed, Cancelled (one-shot); "
-            "Scheduled, Suspended (scheduled)."
+            "Pending, Queued (waiting for Kueue), Running, Suspended, Succeeded, Failed, "
+            "Cancelled (one-shot); Scheduled, Suspended (scheduled)."
         ),
     )
     message: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
@@ -322,7 +356,7 @@ class InferenceRunStatus(Schema):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
-        description="Accepted, Running, Complete, Failed with reasons.",
+        description="Accepted, Queued, Running, Complete, Failed with reasons.",
         json_schema_extra=LIST_MAP_BY_TYPE,
     )
     accepted_config: AcceptedConfig | None = Field(
@@ -335,6 +369,9 @@ class InferenceRunStatus(Schema):
     job_name: ObjectName | None = Field(default=None, description="Job of a one-shot run.")
     cron_job_name: ObjectName | None = Field(
         default=None, description="CronJob of a scheduled run."
+    )
+    workload_name: ObjectName | None = Field(
+        default=None, description="Kueue's Workload of a one-shot run's Job, when Kueue queues it."
     )
     start_time: datetime | None = Field(
         default=None, description="When the latest execution started."

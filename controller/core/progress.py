@@ -145,7 +145,7 @@ def progress_of(status: InferenceRunStatus, obs: Observed, *, now: datetime) -> 
         return _refreshed(kept, obs.runner_log, name, now=now)
     if obs.spec.is_scheduled:
         return None
-    if status.phase == "Suspended":
+    if status.phase in ("Suspended", "Queued"):  # Queued: preempted, its counts kept
         return _paused(previous)
     if status.phase in FINISHED:
         return _final(previous, status)

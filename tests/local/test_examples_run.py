@@ -403,3 +403,32 @@ def test_sql_messages_example_answers_each_conversation_with_its_usage(
     # The system prompt and each conversation went: the longer dialog has more prompt tokens.
     by_id = {int(r["record_id"]): json.loads(r["usage"]) for r in rows}
     assert by_id[1]["prompt_tokens"] > by_id[0]["prompt_tokens"]
+
+
+def test_queued_example_runs_at_once_where_there_is_no_queue(
+    tmp_path: Path, kserve_server: PeerServer
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    flowers = [{k: v for k, v in row.items() if k != "species"} for row in iris_rows()]
+    (data / "flowers.jsonl").write_text("".join(json.dumps(f) + "\n" for f in flowers))
+    overrides = sets(
+        "InferenceConfig/iris-queued",
+        spec__model__url=kserve_server.http_url,
+        spec__model__name=kserve_server.model,
+        spec__storage__input__file__mountPath=data,
+        spec__storage__input__file__path=data / "flowers.jsonl",
+        spec__storage__output__file__mountPath=data,
+        spec__storage__output__file__path=data / "scores",
+    )
+
+    done = longrun_run(tmp_path, "-f", "testdata/examples/queued", *overrides)
+
+    succeeded(done, "default/iris-queued-once", read=150)
+    lines = [
+        json.loads(line)
+        for part in sorted((data / "scores").glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+    assert sorted(int(line["id"]) for line in lines) == [f["id"] for f in flowers]
+    assert accuracy({int(line["id"]): class_of(line["prediction"]) for line in lines}) > 0.9

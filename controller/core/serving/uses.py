@@ -39,7 +39,8 @@ from controller.core.validation import Problem
 
 # Reasons a run waits for, until its timeout (the others are user errors: they wait for a fix).
 WAIT_REASONS = frozenset({"DeploymentNotFound", "DeploymentNotAvailable"})
-ACTIVE_PHASES = frozenset({"Pending", "Running"})
+# Queued (Kueue holds the Job): its deployment stays up, so the run finds it serving when admitted.
+ACTIVE_PHASES = frozenset({"Pending", "Queued", "Running"})
 
 
 @dataclass(frozen=True)
