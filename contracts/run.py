@@ -20,19 +20,10 @@ HISTORY_LIMIT = 10
 # by the CEL rule below (tests/contracts check that this list names every other field).
 ONE_SHOT_MUTABLE = ("suspend", "cancel")
 ONE_SHOT_FIXED_FIELDS = (
-    "configRef",
-    "timeoutSeconds",
-    "parameters",
-    "schedule",
-    "timeZone",
-    "concurrencyPolicy",
-    "successfulJobsHistoryLimit",
-    "failedJobsHistoryLimit",
-    "startingDeadlineSeconds",
-    "queueName",
-    "priorityClassName",
-    "workloadPriorityClassName",
-)
+    "configRef", "timeoutSeconds", "parameters", "schedule", "timeZone", "concurrencyPolicy",
+    "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "startingDeadlineSeconds",
+    "queueName", "priorityClassName", "workloadPriorityClassName",
+)  # fmt: skip
 ONE_SHOT_FIXED_MESSAGE = (
     "a one-shot InferenceRun's spec is immutable after creation except suspend and cancel; "
     "create a new InferenceRun"
