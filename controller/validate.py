@@ -30,6 +30,7 @@ from contracts.resources import (
     resource_models,
 )
 from contracts.serving import ModelDeployment
+from controller.core.kueue.policy import priority_problems
 from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.serving.policy import static_problems
 from controller.core.settings import Settings
@@ -178,7 +179,7 @@ def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Che
         return Checked(file, label, [_finding(err, file=file, label=label) for err in exc.errors()])
     problems: list[Problem] = []
     if isinstance(resource, InferenceRun):
-        problems = run_spec_problems(resource.spec)
+        problems = [*run_spec_problems(resource.spec), *priority_problems(resource.spec, settings)]
     elif isinstance(resource, InferenceConfig):
         problems = config_spec_problems(resource.spec, settings)
     elif isinstance(resource, ModelDeployment):  # the rest depends on the serving settings

@@ -162,6 +162,8 @@ CONTROLLER_GRANTS = {
     ("cert-manager.io", "certificates"): {"get", "list", "watch", "create", "patch", "delete"},
     # The API-key Secrets are written, never read: no get, list or watch on Secrets.
     ("", "secrets"): {"create", "patch"},
+    # Kueue's Workloads of queued runs: watched, and patched for a run's suspend and cancel.
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
 }
 
 
@@ -265,6 +267,33 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
     assert env["ALLOWED_TOLERATIONS"] == ""
 
 
+def test_kueue_settings_reach_the_controller_environment(chart: Any) -> None:
+    values = {
+        "kueue": {
+            "queueName": "team-a",
+            "manageJobsWithoutQueueName": True,
+            "allowedWorkloadPriorityClasses": ["batch-*", "urgent"],
+        },
+        "runner": {"allowedPriorityClasses": ["batch-high"]},
+    }
+    deployment = next(d for d in _render(chart, values) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["DEFAULT_QUEUE_NAME"] == "team-a"
+    assert env["KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "true"
+    assert env["ALLOWED_WORKLOAD_PRIORITY_CLASSES"] == "batch-*,urgent"
+    assert env["ALLOWED_PRIORITY_CLASSES"] == "batch-high"
+
+
+def test_kueue_defaults_queue_nothing_and_allow_no_priority(chart: Any) -> None:
+    deployment = next(d for d in _render(chart, None) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["DEFAULT_QUEUE_NAME"] == ""
+    assert env["KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "false"
+    assert env["ALLOWED_PRIORITY_CLASSES"] == env["ALLOWED_WORKLOAD_PRIORITY_CLASSES"] == ""
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -278,6 +307,8 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
         {"health": {"bindAddress": "127.0.0.1"}},
         {"metrics": {"bindAddress": "127.0.0.1"}},
         {"rbac": {"aggregateToDefaultRoles": "yes"}},
+        {"kueue": {"queueName": "Team A"}},
+        {"kueue": {"manageJobsWithoutQueueName": "yes"}},
     ],
     ids=[
         "bad-duration",
@@ -290,6 +321,8 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
         "probes-on-loopback",
         "metrics-service-to-loopback",
         "aggregation-not-a-bool",
+        "queue-not-a-name",
+        "kueue-manage-not-a-bool",
     ],
 )
 def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
