@@ -23,7 +23,6 @@ import re
 import secrets
 import shutil
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,6 +43,7 @@ from local.executor import PodProcess, run_pod
 from local.generic import announcement, to_stderr
 from local.generic import host_env as generic_env
 from local.inputs import InputError, Inputs
+from local.logfile import LogFile
 from local.podspec import ImageMap, MappingSource, local_path, prepare_pod
 from local.ports import free_port
 from local.runtimes import local_server
@@ -68,6 +68,7 @@ class LocalDeployment:
     claims: Mapping[str, str] = field(default_factory=dict)  # pvc:// claim -> local directory
     processes: list[PodProcess] = field(default_factory=list)
     runtime_port: int = 0  # the server's own port (the sidecar's upstream, when there is one)
+    metrics_port: int = 0  # the sidecar's metrics port (SERVING_METRICS), 0: none
     # Secrets of the deployment's namespace (name -> data): the model credentials it names.
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
     announce: Callable[[str], None] = to_stderr  # a generic server's command line, before it runs
@@ -105,7 +106,7 @@ class LocalDeployment:
             served_name=self.resolved.served_name,
         )
         self._run("server", server.container, spec["volumes"], server.prefix, source, server.env)
-        if self.resolved.uses_auth_proxy:
+        if self.resolved.has_sidecar:
             self._sidecar(spec, runtime_port, source)
         self._wait_ready(server.ready_path, timeout or self.resolved.spec.startup_timeout_seconds)
         self._record()
@@ -199,7 +200,7 @@ class LocalDeployment:
             self.settings.fetch_image,
             {self.settings.fetch_image: (sys.executable, "-m", "runners.fetch")},
         )
-        log = _LogFile(self.base / "fetch.log")
+        log = LogFile(self.base / "fetch.log")
         done = run_pod(
             pod,
             source=MappingSource({}, {k: dict(v) for k, v in self.secrets.items()}),
@@ -240,7 +241,7 @@ class LocalDeployment:
         if generic:
             who = f"{self.resolved.owner.namespace}/{self.resolved.owner.name}"
             self.announce(announcement(who, prepared.argv, prepared.env))
-        log = _LogFile(self.base / f"{name}.log")
+        log = LogFile(self.base / f"{name}.log")
         self.processes.append(PodProcess(prepared, on_line=log.write, cwd=root))
         return root
 
@@ -248,8 +249,15 @@ class LocalDeployment:
         """nginx with the rendered nginx.conf: the public port, keys checked, then the server."""
         sidecar = next(c for c in spec["containers"] if c["name"] == names.AUTH_CONTAINER)
         root = self.base / names.AUTH_CONTAINER
-        ports = {auth.PROXY_HTTP_PORT: self.port, self.resolved.plan.http_port or 0: runtime_port}
-        conf = local_nginx_conf(auth.nginx_conf(self.resolved.plan), root=root, ports=ports)
+        plan = self.resolved.plan
+        ports = {auth.PROXY_HTTP_PORT: self.port, plan.http_port or 0: runtime_port}
+        if self.resolved.metrics:
+            self.metrics_port = free_port()
+            ports[auth.PROXY_METRICS_PORT] = self.metrics_port
+        text = auth.nginx_conf(
+            plan, keys=self.resolved.uses_auth_proxy, metrics=self.resolved.metrics
+        )
+        conf = local_nginx_conf(text, root=root, ports=ports)
         config_name = names.auth_config_name(self.resolved.owner.name)
         source.config_maps[config_name] = {names.NGINX_CONF_KEY: conf}
         conf_path = local_path(root, f"{auth.PROXY_CONF_MOUNT}/{names.NGINX_CONF_KEY}")
@@ -283,6 +291,9 @@ class LocalDeployment:
             "modelName": r.served_name,
             "runtime": r.plan.kind,
             "apiKeyFile": str(self.key_file) if r.spec.auth.enabled else None,
+            "metricsEndpoint": (
+                f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
+            ),
             "pid": os.getpid(),
         }
         (self.base / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
@@ -336,23 +347,6 @@ def _answers(url: str, headers: Mapping[str, str]) -> bool:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False
-
-
-class _LogFile:
-    """A container's output, line by line, into a file (never on the terminal: no key there
-    either way, but a server's chatter is not the command's)."""
-
-    def __init__(self, path: Path) -> None:
-        self._handle = path.open("a", encoding="utf-8")
-        self._lock = threading.Lock()
-
-    def write(self, _stream: str, line: str) -> None:
-        with self._lock:
-            self._handle.write(line + "\n")
-            self._handle.flush()
-
-    def close(self) -> None:
-        self._handle.close()
 
 
 # -- from files -----------------------------------------------------------------------------

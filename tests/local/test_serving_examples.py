@@ -42,6 +42,7 @@ from e2e.peers.fixtures import skip_or_fail
 from e2e.peers.hfhub import Repo, serve_hub
 from e2e.peers.stores import put_s3_object, serve_files, tls_files
 from local.serve import main as serve_main
+from tests.charts.test_monitoring import VLLM_METRICS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "testdata" / "examples" / "serving"
@@ -372,7 +373,8 @@ def test_vllm_example_serves_a_hugging_face_repository_behind_the_key_check(
     unwanted = {"pytorch_model.bin": b"pickled", "original/consolidated.pth": b"weights"}
     repo = Repo({**files, **unwanted}, commit="c" * 40, lfs=frozenset({"model.safetensors"}))
     # The stand-in has 256 positions, the example asks for 4096: vLLM allows it when told.
-    env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"}
+    # SERVING_METRICS: the sidecar's metrics port, read below as Prometheus would.
+    env = {"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1", "SERVING_METRICS": "true"}
     with (
         serve_hub({"Qwen/Qwen2.5-0.5B-Instruct": repo}) as hub,
         serving(
@@ -396,6 +398,13 @@ def test_vllm_example_serves_a_hugging_face_repository_behind_the_key_check(
         rows = [{"id": str(i), "prompt": f"say {i}"} for i in range(6)]
         model = "    promptField: prompt\n    maxTokens: 4"
         answers = run_through(tmp_path, "qwen-vllm", model, rows)
+        with urllib.request.urlopen(state["metricsEndpoint"], timeout=30) as scraped:
+            exported = scraped.read().decode()  # no key: the metrics path only
+    # Every vLLM metric the dashboard reads is one the real server exports, with the run's
+    # requests counted.
+    assert set(re.findall(r"^(vllm:\w+)", exported, re.MULTILINE)) >= VLLM_METRICS
+    served = re.findall(r"^vllm:request_success_total\{[^}]*\} (\S+)", exported, re.MULTILINE)
+    assert sum(float(count) for count in served) >= len(rows)
     cache = next((tmp_path / "work" / "serving" / "default" / "qwen-vllm" / "cache").glob("*/"))
     assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == sorted(files)
     assert all(f"/resolve/{'c' * 40}/" in p for p, _ in hub.seen if "/resolve/" in p)

@@ -31,7 +31,7 @@ from contracts.serving import API_KEY_SECRET_KEY, API_KEYS_SECRET_KEY
 from contracts.serving.text import check_url_path
 from controller.core.builders import restricted_container_security
 from controller.core.serving import names
-from controller.core.serving.runtimes import KEYS_MOUNT, LOOPBACK, RuntimePlan
+from controller.core.serving.runtimes import KEYS_MOUNT, LOOPBACK, METRICS_PATH, RuntimePlan
 
 Manifest = dict[str, object]
 Entropy = Callable[[int], bytes]
@@ -39,6 +39,7 @@ KEY_BYTES = 32
 KEY_PREFIX = "lrk_"
 PROXY_HTTP_PORT = 9080
 PROXY_GRPC_PORT = 9081
+PROXY_METRICS_PORT = 9090  # the runtime's metrics path only, without a key (SERVING_METRICS)
 PROXY_CONF_MOUNT = "/etc/longrun/auth-proxy"
 TMP_VOLUME = "tmp"
 CONF_VOLUME = "auth-proxy-config"
@@ -83,15 +84,20 @@ def nginx_string(value: str) -> str:
     return f'"{check_url_path(value)}"'
 
 
-def nginx_conf(plan: RuntimePlan) -> str:
-    """The sidecar's nginx.conf: no keys in it, only the path of the key map in the Secret."""
+def nginx_conf(plan: RuntimePlan, *, keys: bool = True, metrics: bool = False) -> str:
+    """The sidecar's nginx.conf: no keys in it, only the path of the key map in the Secret.
+    `keys`: it checks them in front of the runtime's ports; `metrics`: it serves the runtime's
+    metrics path, and nothing else, on PROXY_METRICS_PORT without a key."""
     upstream = f"{LOOPBACK}:{plan.http_port or plan.grpc_port}"
     servers = []
-    if plan.http_port is not None:
+    if keys and plan.http_port is not None:
         servers.append(_http_server(upstream, plan.health_path))
-    if plan.grpc_port is not None:
+    if keys and plan.grpc_port is not None:
         servers.append(_grpc_server(f"{LOOPBACK}:{plan.grpc_port}"))
-    return _NGINX_MAIN.format(keys=f"{KEYS_MOUNT}/{names.NGINX_KEYS_KEY}", servers="".join(servers))
+    if metrics and plan.metrics_port is not None:
+        servers.append(_metrics_server(f"{LOOPBACK}:{plan.metrics_port}"))
+    key_map = _KEY_MAP.format(keys=f"{KEYS_MOUNT}/{names.NGINX_KEYS_KEY}") if keys else ""
+    return _NGINX_MAIN.format(key_map=key_map, servers="".join(servers))
 
 
 _NGINX_MAIN = """\
@@ -109,12 +115,13 @@ http {{
   uwsgi_temp_path /tmp/uwsgi;
   scgi_temp_path /tmp/scgi;
   client_max_body_size 256m;
-  map_hash_bucket_size 128;  # "Bearer <key>" is longer than the default bucket
+{key_map}{servers}}}
+"""
+_KEY_MAP = """  map_hash_bucket_size 128;  # "Bearer <key>" is longer than the default bucket
   map $http_authorization $longrun_key_ok {{
     default 0;
     include {keys};
   }}
-{servers}}}
 """
 
 
@@ -143,6 +150,23 @@ def _http_server(upstream: str, health_path: str | None) -> str:
 """
 
 
+def _metrics_server(upstream: str) -> str:
+    # Prometheus scrapes this port (the NetworkPolicy admits SERVING_METRICS_NAMESPACES): the
+    # metrics path only, read-only, never a model endpoint.
+    path = nginx_string(METRICS_PATH)
+    return f"""\
+  server {{
+    listen {PROXY_METRICS_PORT};
+    location = {path} {{
+      limit_except GET {{ deny all; }}
+      proxy_pass http://{upstream};
+      proxy_set_header Authorization "";
+    }}
+    location / {{ return 404; }}
+  }}
+"""
+
+
 def _grpc_server(upstream: str) -> str:
     # A gRPC client maps HTTP 401 to UNAUTHENTICATED.
     return f"""\
@@ -158,29 +182,35 @@ def _grpc_server(upstream: str) -> str:
 """
 
 
-def proxy_ports(plan: RuntimePlan) -> list[Manifest]:
-    """The sidecar's container ports (named like the runtime's would be)."""
+def proxy_ports(plan: RuntimePlan, *, keys: bool = True, metrics: bool = False) -> list[Manifest]:
+    """The sidecar's container ports (named like the runtime's would be, and `metrics`)."""
     ports: list[Manifest] = []
-    if plan.http_port is not None:
+    if keys and plan.http_port is not None:
         ports.append({"name": "http", "containerPort": PROXY_HTTP_PORT, "protocol": "TCP"})
-    if plan.grpc_port is not None:
+    if keys and plan.grpc_port is not None:
         ports.append({"name": "grpc", "containerPort": PROXY_GRPC_PORT, "protocol": "TCP"})
+    if metrics and plan.metrics_port is not None:
+        ports.append({"name": "metrics", "containerPort": PROXY_METRICS_PORT, "protocol": "TCP"})
     return ports
 
 
-def proxy_container(image: str, plan: RuntimePlan) -> Manifest:
+def proxy_container(
+    image: str, plan: RuntimePlan, *, keys: bool = True, metrics: bool = False
+) -> Manifest:
     """The nginx sidecar: config from the ConfigMap, the key map from the Secret."""
+    mounts: list[Manifest] = [
+        {"name": CONF_VOLUME, "mountPath": PROXY_CONF_MOUNT, "readOnly": True},
+        {"name": TMP_VOLUME, "mountPath": "/tmp"},
+    ]
+    if keys:
+        mounts.insert(1, {"name": KEYS_VOLUME, "mountPath": KEYS_MOUNT, "readOnly": True})
     return {
         "name": names.AUTH_CONTAINER,
         "image": image,
         "command": ["nginx", "-c", f"{PROXY_CONF_MOUNT}/{names.NGINX_CONF_KEY}"],
         "args": ["-g", "daemon off;"],
-        "ports": proxy_ports(plan),
-        "volumeMounts": [
-            {"name": CONF_VOLUME, "mountPath": PROXY_CONF_MOUNT, "readOnly": True},
-            {"name": KEYS_VOLUME, "mountPath": KEYS_MOUNT, "readOnly": True},
-            {"name": TMP_VOLUME, "mountPath": "/tmp"},
-        ],
+        "ports": proxy_ports(plan, keys=keys, metrics=metrics),
+        "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": restricted_container_security(),
     }

@@ -82,8 +82,11 @@ def build_pod_template(
     }
     if r.layout.fetch_args:
         spec["initContainers"] = [fetch_container(r, settings)]
-    if r.uses_auth_proxy:
-        spec["containers"].append(auth.proxy_container(settings.images.auth_proxy, r.plan))
+    if r.has_sidecar:
+        sidecar = auth.proxy_container(
+            settings.images.auth_proxy, r.plan, keys=r.uses_auth_proxy, metrics=r.metrics
+        )
+        spec["containers"].append(sidecar)
     if r.spec.node_selector:
         spec["nodeSelector"] = dict(r.spec.node_selector)
     if r.spec.tolerations:
@@ -291,6 +294,7 @@ def volumes(r: ServingResolved) -> list[Manifest]:
         out.append(auth.keys_volume(secret_name, API_KEYS_SECRET_KEY))
     if r.uses_auth_proxy:
         out.append(auth.keys_volume(secret_name, names.NGINX_KEYS_KEY))
+    if r.has_sidecar:
         out.append(auth.config_volume(names.auth_config_name(r.owner.name)))
     if r.plan.shm_size is not None:
         # Memory-backed: PyTorch passes tensors between processes through /dev/shm, and the
@@ -348,5 +352,7 @@ def build_auth_config_map(r: ServingResolved) -> Manifest:
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": child_metadata(r.owner, names.auth_config_name(r.owner.name)),
-        "data": {names.NGINX_CONF_KEY: auth.nginx_conf(r.plan)},
+        "data": {
+            names.NGINX_CONF_KEY: auth.nginx_conf(r.plan, keys=r.uses_auth_proxy, metrics=r.metrics)
+        },
     }

@@ -131,7 +131,7 @@ def desired_children(
     r: ServingResolved, settings: ServingSettings, replicas: int, keys_version: str | None
 ) -> list[tuple[ServingKind, Obj | None]]:
     """Every child but the key Secret, in write order (None: not wanted)."""
-    config_map = builders.build_auth_config_map(r) if r.uses_auth_proxy else None
+    config_map = builders.build_auth_config_map(r) if r.has_sidecar else None
     deployment = builders.build_deployment(
         r, settings, replicas=replicas, keys_version=keys_version
     )

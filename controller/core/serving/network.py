@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.core.serving import auth, names
-from controller.core.serving.egress import egress_rules
+from controller.core.serving.egress import NAMESPACE_LABEL, egress_rules
 from controller.core.serving.meta import child_metadata, with_spec_hash
 from controller.core.serving.resolve import ServingResolved
 from controller.core.serving.settings import ServingSettings
@@ -50,10 +50,9 @@ def build_network_policy(r: ServingResolved, settings: ServingSettings) -> Manif
         "podSelector": {"matchLabels": names.selector_labels(r.owner.name)},
         "policyTypes": [],
     }
-    if r.uses_auth_proxy:
-        ports = [{"port": p["containerPort"], "protocol": "TCP"} for p in auth.proxy_ports(r.plan)]
+    if ingress := ingress_rules(r, settings):
         spec["policyTypes"].append("Ingress")
-        spec["ingress"] = [{"ports": ports}]
+        spec["ingress"] = ingress
     if (rules := egress_rules(settings.denied_cidrs, settings.egress)) is not None:
         spec["policyTypes"].append("Egress")
         spec["egress"] = rules
@@ -62,6 +61,29 @@ def build_network_policy(r: ServingResolved, settings: ServingSettings) -> Manif
     metadata = child_metadata(r.owner, names.network_policy_name(r.owner.name))
     body = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata}
     return with_spec_hash({**body, "spec": spec})
+
+
+def ingress_rules(r: ServingResolved, settings: ServingSettings) -> list[Manifest]:
+    """Who may connect to the pods: anyone to the public ports (the sidecar's, when it checks
+    the keys), and with model-server metrics on, the monitoring namespaces to the metrics
+    port. Empty (no Ingress rule at all: every port open) when neither applies."""
+    if not r.has_sidecar:
+        return []
+    if r.uses_auth_proxy:
+        public = [p["containerPort"] for p in auth.proxy_ports(r.plan)]
+    else:
+        public = [p for p in (r.plan.http_port, r.plan.grpc_port) if p is not None]
+    rules: list[Manifest] = [{"ports": [{"port": p, "protocol": "TCP"} for p in public]}]
+    if r.metrics:
+        scrape: Manifest = {"ports": [{"port": auth.PROXY_METRICS_PORT, "protocol": "TCP"}]}
+        if settings.metrics_namespaces:
+            names_in = {"key": NAMESPACE_LABEL, "operator": "In"}
+            selector = {
+                "matchExpressions": [{**names_in, "values": list(settings.metrics_namespaces)}]
+            }
+            scrape["from"] = [{"namespaceSelector": selector}]
+        rules.append(scrape)
+    return rules
 
 
 def build_hpa(r: ServingResolved) -> Manifest | None:

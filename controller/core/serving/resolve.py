@@ -45,11 +45,17 @@ class ServingResolved:
     layout: ModelLayout
     plan: RuntimePlan
     gpu_resource: str = GPU_RESOURCE  # the extended resource `resources.gpu` counts
+    metrics: bool = False  # the sidecar serves the runtime's metrics (SERVING_METRICS)
 
     @property
     def uses_auth_proxy(self) -> bool:
         """True when the nginx sidecar checks the keys."""
-        return needs_auth_proxy(self.spec)
+        return needs_auth_proxy(self.spec, metrics=self.metrics)
+
+    @property
+    def has_sidecar(self) -> bool:
+        """True when the pod has the nginx sidecar: for the keys, the metrics, or both."""
+        return self.uses_auth_proxy or self.metrics
 
 
 def parse_spec(obj: Obj) -> ModelDeploymentSpec | Problem:
@@ -125,7 +131,14 @@ def resolve_deployment(
         return Problem("spec.runtime", "ModelIncompatible", f'Model "{model_name}": {problem}')
     served = spec.served_name or model_name
     layout = model_layout(spec, model_spec, served)
-    plan = plan_runtime(spec, model_spec, served_name=served, layout=layout, images=settings.images)
+    plan = plan_runtime(
+        spec,
+        model_spec,
+        served_name=served,
+        layout=layout,
+        images=settings.images,
+        metrics=settings.metrics,
+    )
     if problems := deployment_problems(spec, plan, settings, namespace=identity(obj).namespace):
         return problems[0]
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
@@ -139,4 +152,5 @@ def resolve_deployment(
         layout,
         plan,
         gpu_resource=gpu_resource(spec, settings),
+        metrics=settings.metrics and plan.metrics_port is not None,
     )

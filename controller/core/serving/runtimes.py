@@ -16,7 +16,7 @@ KServe's server and generic images always listen on every address, and a Network
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contracts.serving import (
     API_KEYS_SECRET_KEY,
@@ -35,6 +35,8 @@ ANY_ADDRESS = "0.0.0.0"
 HTTP_PORT = 8080
 GRPC_PORT = 8081
 TRITON_PORTS = (8000, 8001, 8002)  # http, grpc, metrics
+MLSERVER_METRICS_PORT = 8082
+METRICS_PATH = "/metrics"  # every runtime's Prometheus path
 LLAMA_TASK_PROTOCOLS = {
     "chat-completion": "openai-chat",
     "completion": "openai-completions",
@@ -85,6 +87,7 @@ class RuntimePlan:
     enforces_keys: bool = False
     key_file: str | None = None  # the key list the runtime reads itself
     shm_size: str | None = None  # a memory-backed /dev/shm of this size limit (vLLM)
+    metrics_port: int | None = None  # where the runtime answers METRICS_PATH (None: nowhere)
 
     @property
     def is_grpc(self) -> bool:
@@ -92,9 +95,10 @@ class RuntimePlan:
         return self.protocol in GRPC_PROTOCOLS
 
 
-def needs_auth_proxy(spec: ModelDeploymentSpec) -> bool:
-    """True when keys are on and the runtime cannot check them: the nginx sidecar does."""
-    return spec.auth.enabled and spec.runtime.kind not in ENFORCES_KEYS
+def needs_auth_proxy(spec: ModelDeploymentSpec, *, metrics: bool = False) -> bool:
+    """True when keys are on and the nginx sidecar checks them: the runtime cannot, or the
+    sidecar also serves the runtime's metrics without a key (llama.cpp would ask for one)."""
+    return spec.auth.enabled and (spec.runtime.kind not in ENFORCES_KEYS or metrics)
 
 
 def plan_runtime(
@@ -104,8 +108,10 @@ def plan_runtime(
     served_name: str,
     layout: ModelLayout,
     images: ServingImages,
+    metrics: bool = False,
 ) -> RuntimePlan:
-    """The server container's plan for this deployment's runtime."""
+    """The server container's plan for this deployment's runtime; with `metrics` (the
+    controller's SERVING_METRICS) the sidecar checks the keys of every runtime."""
     build = {
         "llamacpp": _llamacpp,
         "vllm": _vllm,
@@ -114,7 +120,19 @@ def plan_runtime(
         "triton": _triton,
         "generic": _generic,
     }[spec.runtime.kind]
-    return build(spec, model, served_name, layout, images)
+    plan = build(spec, model, served_name, layout, images)
+    if metrics and plan.kind == "llamacpp" and spec.auth.enabled:
+        return _behind_sidecar(plan)
+    return plan
+
+
+def _behind_sidecar(plan: RuntimePlan) -> RuntimePlan:
+    """llama.cpp with its keys checked by the sidecar: no key file, listening on loopback."""
+    args = list(plan.args)
+    at = args.index("--api-key-file")
+    del args[at : at + 2]
+    args[args.index("--host") + 1] = LOOPBACK
+    return replace(plan, args=tuple(args), enforces_keys=False, key_file=None)
 
 
 def _bind(spec: ModelDeploymentSpec) -> str:
@@ -155,6 +173,7 @@ def _llamacpp(
         health_path="/health",
         enforces_keys=True,
         key_file=key_file,
+        metrics_port=HTTP_PORT,  # --metrics
     )
 
 
@@ -205,6 +224,7 @@ def _vllm(
         env=env,
         health_path="/health",
         shm_size=str(cfg.shm_size),
+        metrics_port=HTTP_PORT,
     )
 
 
@@ -234,6 +254,7 @@ def _kserve(
         args=args,
         env=_home(),
         health_path=f"/v1/models/{served}" if cfg.protocol == "v1" else "/v2/health/ready",
+        metrics_port=HTTP_PORT,
     )
 
 
@@ -250,7 +271,7 @@ def _mlserver(
         ("MLSERVER_HOST", _bind(spec)),
         ("MLSERVER_HTTP_PORT", str(HTTP_PORT)),
         ("MLSERVER_GRPC_PORT", str(GRPC_PORT)),
-        ("MLSERVER_METRICS_PORT", "8082"),
+        ("MLSERVER_METRICS_PORT", str(MLSERVER_METRICS_PORT)),
         ("MLSERVER_PARALLEL_WORKERS", str(cfg.parallel_workers)),
         ("MLSERVER_MODEL_NAME", served),
         ("MLSERVER_MODEL_IMPLEMENTATION", MLSERVER_CLASSES[model.format]),
@@ -264,6 +285,7 @@ def _mlserver(
         command=("mlserver", "start", posixpath.dirname(layout.path)),
         env=env,
         health_path="/v2/health/ready",
+        metrics_port=MLSERVER_METRICS_PORT,
     )
 
 
@@ -298,6 +320,7 @@ def _triton(
         http_port=http,
         grpc_port=grpc if uses_grpc else None,
         health_path="/v2/health/ready",
+        metrics_port=metrics,
     )
 
 
