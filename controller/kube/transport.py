@@ -50,6 +50,8 @@ PATHS: dict[str, tuple[str, str]] = {
     "Ingress": ("/apis/networking.k8s.io/v1", "ingresses"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
     "Certificate": ("/apis/cert-manager.io/v1", "certificates"),
+    # Kueue's (controller/kube/workloads.py): patched for a queued run's suspend and cancel only.
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta1", "workloads"),
 }
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
