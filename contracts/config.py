@@ -7,11 +7,9 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
-    WithJsonSchema,
     model_validator,
 )
 
@@ -23,6 +21,7 @@ from contracts.base import (
     SecretKeyRef,
     cel,
 )
+from contracts.concurrency import ConcurrencyTuning
 from contracts.llm import run_problem
 from contracts.model import KServeBlock, ModelBlock, ModelEndpoint, normalize_kserve
 from contracts.run import LIST_MAP_BY_TYPE
@@ -107,57 +106,9 @@ def default_batch_size(protocol: str) -> int:
     return TENSOR_BATCH_SIZE if protocol in TENSOR_PROTOCOLS else OTHER_BATCH_SIZE
 
 
-AUTO = "auto"
-AUTO_MAX_CONCURRENCY = 64
-AUTO_INITIAL_CONCURRENCY = 4
-AUTO_ONLY = "maxConcurrency and initialConcurrency: only with concurrency: auto"
-CONCURRENCY_VALUE = "a number of requests from 1 to 256, or auto"
-CONCURRENCY_RANGE = f"concurrency: {CONCURRENCY_VALUE}"
-INITIAL_ABOVE_MAX = "initialConcurrency: must not exceed maxConcurrency"
-
-
-def _check_concurrency(value: object) -> object:
-    """A number of requests from 1 to 256 (not a numeric string), or "auto"."""
-    if value == AUTO:
-        return value
-    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 256:
-        return value
-    raise ValueError(CONCURRENCY_VALUE)
-
-
-# Requests in flight: a number, or "auto" (int-or-string in the CRD, checked there by a CEL rule
-# of RunnerTuning that says the same as this validator).
-Concurrency = Annotated[
-    int | Literal["auto"],
-    BeforeValidator(_check_concurrency),
-    WithJsonSchema(
-        {
-            "anyOf": [
-                {"type": "integer", "minimum": 1, "maximum": 256},
-                {"type": "string", "enum": [AUTO]},
-            ]
-        }
-    ),
-]
-
-
-class RunnerTuning(Schema):
-    """Throughput, retry and error-budget knobs read by the runner."""
-
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            "!has(self.concurrency) || (type(self.concurrency) == string ? "
-            "self.concurrency == 'auto' : "
-            "(self.concurrency >= 1 && self.concurrency <= 256))",
-            CONCURRENCY_RANGE,
-            "(!has(self.maxConcurrency) && !has(self.initialConcurrency)) || "
-            "(has(self.concurrency) && type(self.concurrency) == string)",
-            AUTO_ONLY,
-            "!has(self.initialConcurrency) || self.initialConcurrency <= "
-            f"(has(self.maxConcurrency) ? self.maxConcurrency : {AUTO_MAX_CONCURRENCY})",
-            INITIAL_ABOVE_MAX,
-        )
-    )
+class RunnerTuning(ConcurrencyTuning):
+    """Throughput, retry and error-budget knobs read by the runner (the concurrency knobs:
+    contracts/concurrency.py)."""
 
     batch_size: int | None = Field(
         default=None,
@@ -166,35 +117,6 @@ class RunnerTuning(Schema):
         description=(
             "Records per model request. Default: 256 for kserve-v1, kserve-v2 and triton-grpc,"
             " 32 for the other protocols."
-        ),
-    )
-    # 8 requests in flight and 256 records each: 50-100k records/s against Triton, KServe and
-    # MLServer on 2 cores, where 4 and 32 made 12-28k (bench/README.md, "tuning.py").
-    concurrency: Concurrency = Field(
-        default=8,
-        description=(
-            "Model requests in flight at once (1-256), or auto: the runner raises them while "
-            "records/s grow, and lowers them when latency rises or the server answers 429/503, "
-            "between 1 and maxConcurrency (docs/llm-batch.md)."
-        ),
-        json_schema_extra={"x-kubernetes-int-or-string": True},
-    )
-    max_concurrency: int | None = Field(
-        default=None,
-        ge=1,
-        le=256,
-        description=(
-            f"concurrency auto: the most requests in flight (default {AUTO_MAX_CONCURRENCY})."
-        ),
-    )
-    initial_concurrency: int | None = Field(
-        default=None,
-        ge=1,
-        le=256,
-        description=(
-            "concurrency auto: requests in flight at the start. Default: the slots the "
-            "deploymentRef's ModelDeployment declares times its ready replicas, else "
-            f"{AUTO_INITIAL_CONCURRENCY}."
         ),
     )
     chunk_size: int = Field(
@@ -259,36 +181,6 @@ class RunnerTuning(Schema):
     progress_interval_seconds: int = Field(
         default=30, ge=1, le=3600, description="Seconds between progress log lines."
     )
-
-    @model_validator(mode="after")
-    def _auto_fields(self) -> RunnerTuning:
-        if not self.is_auto and (
-            self.max_concurrency is not None or self.initial_concurrency is not None
-        ):
-            raise ValueError(AUTO_ONLY)
-        if (self.initial_concurrency or 0) > (self.max_concurrency or AUTO_MAX_CONCURRENCY):
-            raise ValueError(INITIAL_ABOVE_MAX)
-        return self
-
-    @property
-    def is_auto(self) -> bool:
-        """Whether the runner finds the concurrency itself (`concurrency: auto`)."""
-        return self.concurrency == AUTO
-
-    @property
-    def concurrency_cap(self) -> int:
-        """The most requests in flight: the fixed concurrency, or auto's maximum."""
-        if isinstance(self.concurrency, int):
-            return self.concurrency
-        return self.max_concurrency or AUTO_MAX_CONCURRENCY
-
-    @property
-    def concurrency_start(self) -> int:
-        """Requests in flight at the start: the fixed concurrency, or auto's initial one."""
-        if isinstance(self.concurrency, int):
-            return self.concurrency
-        start = self.initial_concurrency or AUTO_INITIAL_CONCURRENCY
-        return min(start, self.concurrency_cap)
 
 
 class ResourceRequirements(Schema):

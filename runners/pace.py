@@ -26,10 +26,12 @@ How (a hill climb on records/s, with latency and overload as brakes; the numbers
   only latency: so going down asks for more evidence than going up.
 - Hold: every `REPROBE` windows the limit tries a quarter more (at least one) for
   `PROBE_WINDOWS` windows, and keeps it and climbs again when their rate beats the level's
-  moving average by `GAIN`, else goes back (one noisy window does not move it up). When latency per
-  record stays `LATENCY_RISE` times above what it was on reaching the level, for
-  `RISE_WINDOWS` windows, and records/s did not grow, the limit drops by a quarter: the server
-  got slower or busier, and fewer requests waiting drain its queue.
+  moving average by `GAIN`, else goes back (one noisy window does not move it up). When
+  latency per record stays `LATENCY_RISE` times above what it was on reaching the level, for
+  `RISE_WINDOWS` windows, and records/s did not grow, the server got slower or busier: the
+  limit goes down as in Down, a quarter at a time while records/s hold, so that fewer requests
+  wait in its queue; where the rate drops it goes back (a slower server with as many slots
+  still needs them all). Rising latency alone never costs records/s.
 - Overload: a 429 or 503 halves the limit at once. Where it happened becomes a ceiling: the
   limit no longer doubles, and probes (a quarter more at a time) start again only after
   `COOLDOWN` windows; a probe that reaches the ceiling without a refusal lifts it. Refusals of
@@ -162,10 +164,13 @@ class Climber:
             self.limit = _lower(self.limit)
 
     def _pooled(self, w: Window) -> float:
-        """Records/s of the windows at this level so far, `w` included."""
+        """Records/s of the windows at this level so far, `w` included (their rates weighed
+        by their lengths)."""
         self.probed.append(w)
         seconds = sum(p.seconds for p in self.probed)
-        return sum(p.records for p in self.probed) / seconds if seconds > 0 else 0.0
+        if seconds <= 0:
+            return w.rate
+        return sum(p.rate * p.seconds for p in self.probed) / seconds
 
     def _hold(self, w: Window) -> None:
         if self.held is None:
@@ -176,7 +181,7 @@ class Climber:
         slower = w.latency > latency * LATENCY_RISE and w.rate < rate * (1 + GAIN)
         self.rises = self.rises + 1 if slower else 0
         if self.rises >= RISE_WINDOWS and self.limit > 1:
-            self._hold_at(_lower(self.limit))
+            self._trim(self.limit, w.rate)  # fewer, if they make as many records/s as now
             return
         self.windows += 1
         above = self._bounded(self.limit + max(1, self.limit // 4), probe=True)

@@ -2,8 +2,8 @@
 
 Enough CEL for the rules CRDs commonly carry: comparisons, `&&`/`||`/`!`,
 arithmetic, `has()`, `size()`, `type()` against type names, string methods (the strings
-extension's `replace` and `split` included), `in`, `all`/`exists` macros and
-transition rules on `oldSelf`. A rule that uses anything else (or fails to
+extension's `replace` and `split` included), `in`, `all`/`exists` macros and transition
+rules on `oldSelf`. A rule that uses anything else (or fails to
 parse) is skipped, never failed — the README lists that divergence.
 """
 

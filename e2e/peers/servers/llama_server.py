@@ -29,13 +29,6 @@ def _parse_args() -> argparse.Namespace:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--model-name", default="tiny-llama")
     parser.add_argument("--embedding", action="store_true", help="serve /v1/embeddings")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        help="server processes, each with the model (requests served at once: the stand-in "
-        "here for llama.cpp's --parallel, which llama-cpp-python's server lacks)",
-    )
     return parser.parse_args()
 
 
@@ -110,36 +103,10 @@ def write_model(path: Path, *, name: str) -> None:
     writer.close()
 
 
-def _serve_workers(args: argparse.Namespace, model: Path) -> None:
-    """`args.workers` uvicorn worker processes sharing the port, each loading the model; the
-    server reads its settings from the environment when the app factory gets none."""
-    import uvicorn
-
-    os.environ.update(
-        MODEL=str(model),
-        MODEL_ALIAS=args.model_name,
-        N_CTX=str(N_CTX),
-        N_THREADS="1",
-        EMBEDDING="true" if args.embedding else "false",
-        VERBOSE="false",
-    )
-    uvicorn.run(
-        "llama_cpp.server.app:create_app",
-        factory=True,
-        host=args.host,
-        port=args.http_port,
-        workers=args.workers,
-        log_level="warning",
-    )
-
-
 def main() -> None:
     args = _parse_args()
     model = args.workdir / "tiny-llama.gguf"
     write_model(model, name=args.model_name)
-    if args.workers > 1:
-        _serve_workers(args, model)
-        return
     argv = [
         sys.executable,
         "-m",
