@@ -249,3 +249,76 @@ def test_a_violating_job_is_created_with_a_warning_and_gets_failed_create_and_no
         in message
     )
     assert core.list_namespaced_pod(ns).items == []
+
+
+def test_a_placed_gpu_server_pod_is_admitted_with_its_priority_and_runtime_class(
+    restricted: tuple[KubeHandle, str, Any],
+) -> None:
+    # Issue 29's placement fields as the builders render them (affinity, spread constraints,
+    # priority and runtime class, another accelerator resource, /dev/shm), taken by the real
+    # server's validation and admission (Priority, RuntimeClass) under "restricted". The
+    # emulator serves neither PriorityClasses nor RuntimeClasses: there the pod names none.
+    handle, ns, core = restricted
+    api = core.api_client
+    host = api.configuration.host
+    created = [
+        ("/apis/scheduling.k8s.io/v1/priorityclasses",
+         {"metadata": {"name": f"{ns}-inference"}, "value": 1000}),
+        ("/apis/node.k8s.io/v1/runtimeclasses",
+         {"metadata": {"name": f"{ns}-gpu"}, "handler": "runc"}),
+    ] if handle.backend == "real" else []  # fmt: skip
+    try:
+        _admits_a_placed_pod(api, host, ns, created)
+    finally:
+        for path, body in created:
+            api.rest_client.pool_manager.request(
+                "DELETE", f"{host}{path}/{body['metadata']['name']}"
+            )
+
+
+def _admits_a_placed_pod(api: Any, host: str, ns: str, created: list[tuple[str, Obj]]) -> None:
+    from controller.core.serving.settings import ServingSettings
+    from tests.controller.unit.serving.test_placement import AFFINITY, SPREAD
+
+    for path, body in created:
+        resp = api.rest_client.pool_manager.request(
+            "POST", host + path, body=json.dumps(body), headers={"Content-Type": "application/json"}
+        )
+        assert resp.status == 201, resp.data
+    doc = {
+        "metadata": {"name": "placed", "namespace": "examples", "uid": "uid-1", "generation": 1},
+        "spec": {
+            "model": {"source": "hf://org/chat@main", "format": "hf"},
+            "runtime": {"vllm": {"maxModelLen": 4096}},
+            "resources": {"gpu": 2, "memory": "16Gi", "gpuResource": "amd.com/gpu"},
+            "affinity": AFFINITY,
+            "topologySpreadConstraints": [SPREAD],
+        },
+    }
+    settings = ServingSettings(
+        allowed_priority_classes=("*-inference",),
+        allowed_runtime_classes=("*-gpu",),
+        allowed_affinity_keys=("*",),
+        allowed_gpu_resources=("amd.com/gpu",),
+    )
+    if created:
+        doc["spec"].update(priorityClassName=f"{ns}-inference", runtimeClassName=f"{ns}-gpu")
+    decision = decide_deployment(ServingObserved(doc), settings, now=NOW, entropy=os.urandom)
+    (template,) = [
+        w.body["spec"]["template"]
+        for w in decision.writes
+        if isinstance(w, Create) and w.kind == "Deployment"
+    ]
+    resp = api.rest_client.pool_manager.request(
+        "POST",
+        f"{host}/api/v1/namespaces/{ns}/pods",
+        body=json.dumps(_pod("placed", template)),
+        headers={"Content-Type": "application/json"},
+    )
+    assert resp.status == 201, json.loads(resp.data)["message"]
+    pod = json.loads(resp.data)["spec"]
+    assert pod["containers"][0]["resources"]["limits"]["amd.com/gpu"] == "2"
+    assert pod["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    if created:
+        assert pod["priority"] == 1000  # the Priority admission plugin resolved the class
+        assert pod["runtimeClassName"] == f"{ns}-gpu"
