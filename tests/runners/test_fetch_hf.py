@@ -164,3 +164,12 @@ def test_the_hubs_hashes_are_what_huggingface_hub_would_check(hub: Hub) -> None:
     assert weights["sha256"] == hashlib.sha256(WEIGHTS).hexdigest()
     blob = b"blob %d\0" % len(FILES["config.json"]) + FILES["config.json"]
     assert listing["config.json"]["blobId"] == hashlib.sha1(blob).hexdigest()
+
+
+def test_a_hub_on_a_denied_network_is_refused_before_anything_is_sent(
+    hub: Hub, tmp_path: Path, termination_log: Path
+) -> None:
+    argv = ["hf://org/tiny", str(tmp_path / "repo"), "--denied-cidrs", "127.0.0.0/8"]
+    assert fetch.main(argv) == 2
+    assert "DENIED_CIDRS" in termination_log.read_text()
+    assert hub.seen == []  # not even the file list
