@@ -341,6 +341,9 @@ def handle(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
                 file=stream,
                 flush=True,
             )
+        if local.metrics_port:
+            url = f"http://127.0.0.1:{local.metrics_port}/metrics"
+            print(f"metrics: {url} (no key; SERVING_METRICS)", file=stream, flush=True)
         print(f"logs: {local.base}/*.log; Ctrl-C stops it", file=stream, flush=True)
         code = _serve_until(local, stop)
     return code
