@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.serving import ModelDeploymentSpec
-from contracts.serving.serverflags import LLAMA_CPP, FlagRules, RefusedOption
+from contracts.serving.serverflags import LLAMA_CPP, VLLM, FlagRules, RefusedOption
 from e2e.emulator.cel import evaluate
 
 # Each of these was accepted before issue 26: llama.cpp reads `_` as `-` in a `--` flag, and
@@ -107,3 +107,22 @@ def test_a_server_that_takes_abbreviations_refuses_every_prefix_of_a_refused_fla
     rules = FlagRules("vLLM", (RefusedOption(("--api-key",), "API keys"),), abbreviations=True)
     assert rules.refused("--api-k=x") is not None and rules.refused("--api_ke") is not None
     assert rules.refused("--seed") is None and rules.refused("--a") is None
+
+
+def test_every_spelling_of_every_refused_vllm_option_is_refused_by_the_crd_rule_too() -> None:
+    # vLLM's parser also reads `--flag.key value` as a key of the JSON flag `--flag`.
+    rule = VLLM.cel_arg_rule()
+    for name in VLLM.all_names():
+        underscored = "--" + name[2:].replace("-", "_") if name.startswith("--") else name
+        for arg in (name, f"{name}=x", underscored, f"{name}.key", f"{underscored}.a_b=1"):
+            assert VLLM.refused(arg) is not None, arg
+            assert evaluate(rule, ["--seed", "1", arg]) is False, arg
+    allowed = ["--seed", "1", "--enable-chunked-prefill", "-O3", "--max-num-batched-tokens=4096"]
+    assert evaluate(rule, allowed) is True
+    assert all(VLLM.refused(arg) is None for arg in allowed)
+
+
+def test_vllm_flag_rules_cover_every_flag_its_parser_knows_by_name_only() -> None:
+    # The table names long flags as vLLM's parser spells them: dashes, no value, no key.
+    for name in VLLM.all_names():
+        assert name == VLLM.normalise(name), name
