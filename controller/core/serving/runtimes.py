@@ -4,8 +4,8 @@ it checks API keys itself.
 This is the one table of runtime knowledge. The pod builder turns a `RuntimePlan` into a
 container; status reads its protocol; local mode (`longrun serve`) maps the same plan to a
 local command (llama-cpp-python's server, vLLM's CPU build, KServe's Python server, MLServer,
-PyTriton). The
-images are the runtimes' public images by default and chart values in a cluster.
+PyTriton). The images are the runtimes' public images by default and chart values in a
+cluster.
 
 Where an nginx sidecar checks the keys, the runtime is bound to 127.0.0.1 when it can be
 (MLServer's `MLSERVER_HOST`, Triton's `--http-address`), so nothing reaches it unchecked;
@@ -24,9 +24,7 @@ from contracts.serving import (
     ModelSpec,
     RuntimeKind,
 )
-from controller.core.serving.layout import (
-    ModelLayout,
-)
+from controller.core.serving.layout import ModelLayout
 
 KEYS_MOUNT = "/etc/longrun/keys"
 LOOPBACK = "127.0.0.1"
