@@ -58,7 +58,8 @@ class HostClient:
         try:
             conn.request(method, path, body=data, headers=headers)
             answer = conn.getresponse()
-            raw = answer.read(MAX_ANSWER + 1)
+            with answer:  # closed even when read only in part (an answer too large)
+                raw = answer.read(MAX_ANSWER + 1)
         except (OSError, http.client.HTTPException) as exc:
             raise HostError(f"{method} {path}: {_reason(exc)}") from None
         finally:
