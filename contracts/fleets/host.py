@@ -35,7 +35,7 @@ LOCAL_ENDPOINT = (
 ENDPOINT_WITH_PATH = (
     "endpoint: give scheme, host and port only: a Service forwards to a port, not to a path"
 )
-CAPACITY_EMPTY = "capacity: set slots, memory or both"
+CAPACITY_EMPTY = "set slots, memory or both"
 # CEL's view of LOCAL_ENDPOINT: the literal forms (the controller checks every resolved address).
 _CEL_LOCAL = (
     "^https?://((localhost|127([.][0-9]+){3}|0[.]0[.]0[.]0|169[.]254([.][0-9]+){2})([:/]|$)|"
@@ -110,7 +110,7 @@ class HostCapacity(Schema):
     @model_validator(mode="after")
     def _some(self) -> HostCapacity:
         if self.slots is None and self.memory is None:
-            raise ValueError(CAPACITY_EMPTY.removeprefix("capacity: "))
+            raise ValueError(CAPACITY_EMPTY)
         return self
 
 
