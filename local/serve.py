@@ -127,7 +127,7 @@ class DeploymentsForRun:
 
     def _serve(self, run: Obj, target: Target) -> Obj | None:
         if target.kind == "InferenceModel":
-            raise ServeError(
+            raise InputError(
                 f"InferenceModel {target.key}: external hosts are placed and published by the "
                 "controller, which `longrun run` does not run; run it on a cluster, or call a "
                 "host directly with model.url, model.protocol and model.name"
