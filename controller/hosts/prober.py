@@ -224,10 +224,13 @@ class HostProber:
 
     def _call(self, target: HostTarget, kind: OpKind, model: str, source: str | None) -> None:
         with self._lock:
-            if not self._should_call(target.key, kind, model):
+            if self._stop.is_set() or not self._should_call(target.key, kind, model):
                 return
             self._ops.setdefault(target.key, {})[model] = OpState(kind, "running", at=self._now())
-        self._calls.submit(self._run_call, target, kind, model, source)
+            try:
+                self._calls.submit(self._run_call, target, kind, model, source)
+            except RuntimeError:  # stopping: the pool takes no more work
+                del self._ops[target.key][model]
 
     def _should_call(self, key: str, kind: OpKind, model: str) -> bool:
         state = self._ops.get(key, {}).get(model)

@@ -159,6 +159,11 @@ def slice_addresses(system: System, ns: str) -> dict[str, bool]:
     return found
 
 
+def columns(system: System, kind: str, ns: str) -> list[str]:
+    """The header `kubectl get KIND` prints (the CRD's printer columns)."""
+    return system.kubectl("get", kind, "-n", ns).splitlines()[0].split()
+
+
 def run_through(system: System, ns: str, name: str, tmp: Path) -> Obj:
     """Apply a config and run naming the InferenceModel; the run once it succeeded."""
     (tmp / name).mkdir(parents=True)
@@ -197,6 +202,11 @@ def test_two_hosts_serve_a_model_and_a_stopped_hosts_replica_moves_to_the_spare(
     assert slice_addresses(system, ns) == {a.address: True, b.address: True}
     service = system.get("service", MODEL, ns)
     assert service is not None and not service["spec"].get("selector")
+    assert columns(system, "imodel", ns) == ["NAME", "MODEL", "REPLICAS", "READY", "AGE"]
+    assert system.kubectl("get", "imodel", MODEL, "-n", ns).split()[5:9] == [
+        MODEL, MODEL, "2", "2",
+    ]  # fmt: skip
+    assert columns(system, "ihost", ns) == ["NAME", "ENDPOINT", "READY", "MODELS", "AGE"]
     host = system.get("inferencehost", "host-a", ns) or {}
     assert host["status"]["ready"] is True and host["status"]["models"] == [MODEL]
     assert host["status"]["address"] == a.address

@@ -92,10 +92,10 @@ def _deployment(by_kind: dict[tuple[str, str, str], Obj], ns: str, name: str) ->
 
 def _ready_fleet(model: Obj) -> Obj:
     """An InferenceModel as its controller reports it once a replica is ready."""
+    ready = [{"type": "Available", "status": "True", "reason": "ReplicaReady"}]
     return {**model, "status": {
         "phase": "Ready", "endpoint": "http://model.serving.svc:8080", "protocol": "openai-chat",
-        "modelName": "model",
-        "conditions": [{"type": "Available", "status": "True", "reason": "ReplicaReady"}]}}  # fmt: skip
+        "modelName": "model", "conditions": ready}}  # fmt: skip
 
 
 def server_templates() -> list[tuple[str, Obj]]:
