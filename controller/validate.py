@@ -30,7 +30,10 @@ from contracts.resources import (
     parse_resource,
     resource_models,
 )
+from contracts.serving import ModelDeployment
+from controller.core.kueue.policy import priority_problems
 from controller.core.podpolicy import PodPolicy, pod_problems
+from controller.core.serving.policy import static_problems
 from controller.core.settings import Settings
 from controller.core.validation import Problem, image_problem, run_spec_problems
 
@@ -179,10 +182,12 @@ def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Che
     except ValidationError as exc:
         return Checked(file, label, [_finding(err, file=file, label=label) for err in exc.errors()])
     problems: list[Problem] = []
-    if isinstance(resource, InferenceRun):  # the serving kinds' models check them fully
-        problems = run_spec_problems(resource.spec)
+    if isinstance(resource, InferenceRun):
+        problems = [*run_spec_problems(resource.spec), *priority_problems(resource.spec, settings)]
     elif isinstance(resource, InferenceConfig):
         problems = config_spec_problems(resource.spec, settings)
+    elif isinstance(resource, ModelDeployment):  # the rest depends on the serving settings
+        problems = static_problems(resource.spec)
     return Checked(file, label, [Finding(file, label, p.field, p.message) for p in problems])
 
 

@@ -19,6 +19,7 @@ _.job_id  # RunnerContract (Krateo's field)
 _.made_at  # ApiKeysStatus (status.apiKeys.madeAt, for people)
 # Framework hooks looked up by name.
 _.tempdir  # tempfile.tempdir, read by tempfile (local/servers/triton_onnx.py sets it)
+_.collect_ignore_glob  # pytest reads it from a conftest (tests/kueue/conftest.py)
 _.pool_classes_by_scheme  # urllib3 PoolManager reads it (runners/httpio.py GuardedAdapter)
 _._create_connection  # http.client's HTTPConnection.connect calls it (runners/netguard.py)
 _.ignore_aliases  # yaml.SafeDumper (controller/crds.py)

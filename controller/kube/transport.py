@@ -55,6 +55,8 @@ PATHS: dict[str, tuple[str, str]] = {
     "InferenceHost": (CRD_PREFIX, "inferencehosts"),
     "InferenceModel": (CRD_PREFIX, "inferencemodels"),
     "EndpointSlice": ("/apis/discovery.k8s.io/v1", "endpointslices"),
+    # Kueue's (controller/kube/workloads.py): patched for a queued run's suspend and cancel only.
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta1", "workloads"),
 }
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

@@ -60,6 +60,7 @@ def observe(
         cron_job=children.cron_job,
         jobs=children.jobs,
         pods=children.pods,
+        workload=children.workload,
         problem=problem,
     )
     obs = _with_deployment(obs, deployments, inference_models)

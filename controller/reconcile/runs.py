@@ -26,7 +26,12 @@ from controller.core.status import Observed
 from controller.reconcile.act import Written, delete, publish, write_children
 from controller.reconcile.observe import Lookup, observe
 
-CHILD_FIELDS = {"ConfigMap": "config_map", "Job": "job", "CronJob": "cron_job"}
+CHILD_FIELDS = {
+    "ConfigMap": "config_map",
+    "Job": "job",
+    "CronJob": "cron_job",
+    "Workload": "workload",
+}
 
 
 @dataclass(frozen=True)

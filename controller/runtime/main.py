@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.core.fleets.settings import fleet_settings_from_env
+from controller.core.serving.settings import serving_settings_from_env
 from controller.core.settings import Settings, SettingsError, settings_from_env
 from controller.runtime import logs
 from controller.runtime.serve import Endpoint, Route, probe
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT (0) or lost leadership (1); 2 for a bad setting."""
     try:
         settings = settings_from_args(args)
+        serving = serving_settings_from_env()  # read up front: a bad one stops the start
         fleet = fleet_settings_from_env(_environment(args))
     except SettingsError as exc:
         print(f"longrun controller: {exc}", file=sys.stderr)
@@ -98,11 +100,9 @@ def run(args: argparse.Namespace) -> int:
     api_client = connect(args.kubeconfig, context=args.context)
     if api_client is None:
         return 2
+    identity = f"{socket.gethostname()}_{os.getpid()}"
     manager = Manager(
-        api_client,
-        settings,
-        identity=f"{socket.gethostname()}_{os.getpid()}",
-        fleet_settings=fleet,
+        api_client, settings, identity=identity, serving_settings=serving, fleet_settings=fleet
     )
     done = threading.Event()
     exit_code = [0]

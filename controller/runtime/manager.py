@@ -64,8 +64,8 @@ class Manager:
         self.queue = WorkQueue(
             metrics=self.metrics, base_delay=base_delay, batch_period=BATCH_SECONDS
         )
-        # runs' 7, serving's 11, fleets' 5
-        informers = 23 * max(1, len(settings.watch_namespaces))
+        # runs' 8, serving's 11, fleets' 5
+        informers = 24 * max(1, len(settings.watch_namespaces))
         pooled = with_pool_size(api_client, informers + settings.max_reconcile_rate + 4)
         self.transport = Transport(pooled, on_request=self._count_request)
         self.cluster = KubeCluster(
@@ -210,6 +210,10 @@ class Manager:
                 self.serving.discover()  # cert-manager installed since the last look
             except ApiError as exc:
                 log.warning("discovery of cert-manager failed: %s", exc)
+            try:
+                self.cluster.discover()  # Kueue installed since the last look
+            except ApiError as exc:
+                log.warning("discovery of Kueue failed: %s", exc)
             if self.is_leader:
                 self._enqueue_all()
 

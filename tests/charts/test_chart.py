@@ -168,6 +168,8 @@ CONTROLLER_GRANTS = {
     ("longrun.dev", "inferencemodels/status"): {"patch"},
     ("longrun.dev", "inferencemodels/finalizers"): {"update"},
     ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch", "create", "patch", "delete"},
+    # Kueue's Workloads of queued runs: watched, and patched for a run's suspend and cancel.
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
 }
 
 
@@ -271,6 +273,33 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
     assert env["ALLOWED_TOLERATIONS"] == ""
 
 
+def test_kueue_settings_reach_the_controller_environment(chart: Any) -> None:
+    values = {
+        "kueue": {
+            "queueName": "team-a",
+            "manageJobsWithoutQueueName": True,
+            "allowedWorkloadPriorityClasses": ["batch-*", "urgent"],
+        },
+        "runner": {"allowedPriorityClasses": ["batch-high"]},
+    }
+    deployment = next(d for d in _render(chart, values) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["DEFAULT_QUEUE_NAME"] == "team-a"
+    assert env["KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "true"
+    assert env["ALLOWED_WORKLOAD_PRIORITY_CLASSES"] == "batch-*,urgent"
+    assert env["ALLOWED_PRIORITY_CLASSES"] == "batch-high"
+
+
+def test_kueue_defaults_queue_nothing_and_allow_no_priority(chart: Any) -> None:
+    deployment = next(d for d in _render(chart, None) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["DEFAULT_QUEUE_NAME"] == ""
+    assert env["KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "false"
+    assert env["ALLOWED_PRIORITY_CLASSES"] == env["ALLOWED_WORKLOAD_PRIORITY_CLASSES"] == ""
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -284,6 +313,8 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
         {"health": {"bindAddress": "127.0.0.1"}},
         {"metrics": {"bindAddress": "127.0.0.1"}},
         {"rbac": {"aggregateToDefaultRoles": "yes"}},
+        {"kueue": {"queueName": "Team A"}},
+        {"kueue": {"manageJobsWithoutQueueName": "yes"}},
     ],
     ids=[
         "bad-duration",
@@ -296,6 +327,8 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
         "probes-on-loopback",
         "metrics-service-to-loopback",
         "aggregation-not-a-bool",
+        "queue-not-a-name",
+        "kueue-manage-not-a-bool",
     ],
 )
 def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
@@ -343,7 +376,10 @@ def test_bind_addresses_reach_the_controller_environment(chart: Any) -> None:
 
 VIEW = {"get", "list", "watch"}
 EDIT = VIEW | {"create", "update", "patch", "delete", "deletecollection"}
-RESOURCES = ("inferenceconfigs", "inferenceruns", "inferencehosts", "inferencemodels")
+RESOURCES = (
+    "inferenceconfigs", "inferenceruns", "models", "modeldeployments", "inferencehosts",
+    "inferencemodels",
+)  # fmt: skip
 
 
 def _people_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -382,12 +418,14 @@ def test_people_roles_aggregate_into_the_built_in_view_and_edit(chart: Any, valu
     assert "aggregationRule" not in roles["longrun-view"]  # they feed roles, they aggregate none
 
 
-def test_people_can_view_configs_and_runs_and_their_status(chart: Any) -> None:
+def test_people_can_view_configs_runs_models_and_deployments_and_their_status(chart: Any) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-view"])
     assert grants == {r: VIEW for r in (*RESOURCES, *(f"{r}/status" for r in RESOURCES))}
 
 
-def test_editors_manage_configs_and_runs_but_only_read_status(chart: Any) -> None:
+def test_editors_manage_configs_runs_models_and_deployments_but_only_read_status(
+    chart: Any,
+) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-edit"])
     assert {r: grants[r] for r in RESOURCES} == {r: EDIT for r in RESOURCES}
     for resource in RESOURCES:
@@ -406,6 +444,19 @@ def test_runner_deny_list_defaults_to_link_local_and_metadata_addresses(chart: A
     denied = _env(_render(chart))["DENIED_CIDRS"]
     assert denied == "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
     assert settings_from_env({"DENIED_CIDRS": denied}).denied_cidrs == tuple(denied.split(","))
+
+
+def test_model_downloads_follow_the_deny_list_and_the_fetch_values(chart: Any) -> None:
+    from controller.core.serving.settings import serving_settings_from_env
+
+    env = _env(_render(chart))
+    settings = serving_settings_from_env(env)
+    assert settings.denied_cidrs == tuple(env["DENIED_CIDRS"].split(","))
+    assert settings.fetch_redirect_hosts == ("*.hf.co", "*.huggingface.co")
+    assert not settings.fetch_instance_metadata
+    values = {"serving": {"fetch": {"redirectHosts": [], "allowInstanceMetadata": True}}}
+    opened = serving_settings_from_env(_env(_render(chart, values)))
+    assert opened.fetch_redirect_hosts == () and opened.fetch_instance_metadata
 
 
 def test_runner_deny_list_can_be_turned_off(chart: Any) -> None:
