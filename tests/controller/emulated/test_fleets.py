@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from controller.core.fleets.settings import FleetSettings
@@ -25,6 +26,7 @@ from e2e.fixtures import eventually
 from tests.controller.emulated.harness import GROUP, VERSION, Env
 from tests.controller.hosts.spaces import StandIn, stand_in
 
+pytestmark = pytest.mark.requires_service  # network namespaces (root), stand-ins
 FLEET = FleetSettings(health_interval=0.5, failure_threshold=2, request_timeout=2)
 Obj = dict[str, Any]
 

@@ -19,6 +19,7 @@ from controller.hosts.prober import HostProber
 from e2e.fixtures import eventually
 from tests.controller.hosts.spaces import stand_in
 
+pytestmark = pytest.mark.requires_service  # network namespaces (root), stand-ins
 SETTINGS = FleetSettings(health_interval=0.2, failure_threshold=2, request_timeout=2)
 
 

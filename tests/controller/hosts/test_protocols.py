@@ -22,6 +22,7 @@ from controller.hosts.protocols import installed
 from e2e import netns
 from tests.controller.hosts.spaces import require_namespaces, stand_in
 
+pytestmark = pytest.mark.requires_service  # network namespaces (root), stand-ins
 GUARD = HostGuard(denied=("169.254.0.0/16",))
 PROTOCOLS = installed()
 
