@@ -21,6 +21,7 @@ from contracts.base import (
     SecretKeyRef,
     cel,
 )
+from contracts.concurrency import ConcurrencyTuning
 from contracts.llm import run_problem
 from contracts.model import KServeBlock, ModelBlock, ModelEndpoint, normalize_kserve
 from contracts.run import LIST_MAP_BY_TYPE
@@ -105,8 +106,9 @@ def default_batch_size(protocol: str) -> int:
     return TENSOR_BATCH_SIZE if protocol in TENSOR_PROTOCOLS else OTHER_BATCH_SIZE
 
 
-class RunnerTuning(Schema):
-    """Throughput, retry and error-budget knobs read by the runner."""
+class RunnerTuning(ConcurrencyTuning):
+    """Throughput, retry and error-budget knobs read by the runner (the concurrency knobs:
+    contracts/concurrency.py)."""
 
     batch_size: int | None = Field(
         default=None,
@@ -116,11 +118,6 @@ class RunnerTuning(Schema):
             "Records per model request. Default: 256 for kserve-v1, kserve-v2 and triton-grpc,"
             " 32 for the other protocols."
         ),
-    )
-    # 8 requests in flight and 256 records each: 50-100k records/s against Triton, KServe and
-    # MLServer on 2 cores, where 4 and 32 made 12-28k (bench/README.md, "tuning.py").
-    concurrency: int = Field(
-        default=8, ge=1, le=256, description="Model requests in flight at once."
     )
     chunk_size: int = Field(
         default=1000,

@@ -94,7 +94,9 @@ def _collapse_any_of(node: Schema, defs: dict[str, Schema]) -> Schema:
     outer = {k: v for k, v in node.items() if k != "anyOf"}
     if node.get("x-kubernetes-int-or-string"):
         kept = {
-            k: v for k, v in outer.items() if k in ("description", "x-kubernetes-int-or-string")
+            k: v
+            for k, v in outer.items()
+            if k in ("description", "default", "x-kubernetes-int-or-string") and v is not None
         }
         return kept
     if len(variants) != 1:

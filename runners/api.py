@@ -128,11 +128,24 @@ class ConfigError(Exception):
 
 
 class TransientError(Exception):
-    """A failure worth retrying (connection error, timeout, 429, 5xx)."""
+    """A failure worth retrying (connection error, timeout, 429, 5xx).
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    `overloaded` says the server asked for fewer requests (gRPC RESOURCE_EXHAUSTED, or
+    HTTP 429 or 503 in a subclass that carries the response's `status`): `concurrency: auto`
+    then lowers the requests in flight at once.
+    """
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, overloaded: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self._overloaded = overloaded
+
+    @property
+    def overloaded(self) -> bool:
+        """Whether the server asked for fewer requests (see the class docstring)."""
+        return self._overloaded or getattr(self, "status", None) in (429, 503)
 
 
 class BatchRejected(Exception):

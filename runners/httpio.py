@@ -285,7 +285,8 @@ def send(
     if status == 429 or status >= 500:
         wait = retry_after(response.headers.get("Retry-After"))
         response.close()
-        raise TransientError(f"{method} {url}: HTTP {status}", retry_after=wait)
+        busy = status in (429, 503)
+        raise TransientError(f"{method} {url}: HTTP {status}", retry_after=wait, overloaded=busy)
     if status >= 400:
         text = response.text[:200] if quote else "(answer not shown: it may quote the records)"
         response.close()

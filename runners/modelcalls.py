@@ -19,6 +19,9 @@ is a policy of its own (issue 15 items 8, 9, 16), with a rule per kind of failur
   2 x log2(B) more requests, where sending the batch one record per request cost B; a batch
   refused for its size alone (a Triton model's `max_batch_size`) is halved until it fits, and no
   record fails.
+- With `concurrency: auto`, every request (each attempt, each part of a bisected batch) passes
+  the gate of runners/pace.py, which counts its records and seconds, and an overload (429/503)
+  that it answered; a retry's wait is spent outside the gate.
 """
 
 from __future__ import annotations
@@ -27,8 +30,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from runners.api import BatchRejected, InputRecord, ModelClient, Outcome, TransientError
+from runners.api import (
+    BatchRejected,
+    ConfigError,
+    InputRecord,
+    ModelClient,
+    Outcome,
+    TransientError,
+)
 from runners.outcomes import Outcomes
+from runners.pace import AutoConcurrency
 from runners.retry import (
     Backoff,
     Contact,
@@ -70,6 +81,7 @@ class ModelCalls:
     on_retry: Callable[[], None] = _ignore
     # Wraps each request (runners/metrics.py RunnerMetrics.timed: latency, in flight).
     timed: Callable[[Callable[[], Sequence[Outcome]]], Sequence[Outcome]] = _untimed
+    pace: AutoConcurrency | None = None  # concurrency: auto (runners/pace.py)
 
     def predict(self, batch: list[InputRecord]) -> Result:
         """The batch's records with their outcomes; raises ModelUnavailable or Stopped."""
@@ -114,7 +126,7 @@ class ModelCalls:
             if self.limiter is not None:
                 self.limiter.acquire(self.halt)
             tries.append(1)
-            return self.timed(lambda: self.contact.call(lambda: self.client.predict(batch)))
+            return self._request(batch)
 
         return call_with_retry(
             attempt,
@@ -123,6 +135,25 @@ class ModelCalls:
             on_retry=lambda _: self.on_retry(),
             attempts=lambda exc: self._attempts(exc, part=part),
         )
+
+    def _request(self, batch: list[InputRecord]) -> Sequence[Outcome]:
+        """One request, through the gate of `concurrency: auto` when there is one."""
+        if self.pace is None:
+            return self.timed(lambda: self.contact.call(lambda: self.client.predict(batch)))
+        started = self.pace.acquire(self.halt)
+        done, overloaded = 0, False
+        try:
+            outcomes = self.timed(lambda: self.contact.call(lambda: self.client.predict(batch)))
+            done = len(batch)
+            return outcomes
+        except TransientError as exc:
+            overloaded = exc.overloaded
+            raise
+        except (BatchRejected, ConfigError):
+            done = len(batch)  # the server answered: it did the work of reading them
+            raise
+        finally:
+            self.pace.release(started, records=done, overloaded=overloaded)
 
     def _attempts(self, exc: TransientError, *, part: bool) -> int:
         if part and isinstance(exc, ServerFault):

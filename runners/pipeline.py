@@ -14,7 +14,8 @@ Rules the code relies on:
   uncommitted chunk (`Source.records(skip)` seeks when it can).
 - The first uncommitted chunk may have a stale error chunk from the killed
   attempt, so its error chunk is always (re)written, even when empty.
-- Memory is bounded by queues: at most 2 x concurrency batches in flight, and
+- Memory is bounded by queues: at most 2 x concurrency batches in flight (with
+  `concurrency: auto`, 2 x its maximum; runners/pace.py keeps the requests under its limit), and
   at most `_CHUNK_QUEUE` (runners/commit.py) finished-but-unwritten chunks;
   reading blocks otherwise.
 - On stop (SIGTERM) nothing new is read or committed; in-flight work is
@@ -60,6 +61,7 @@ from runners.commit import ChunkJob, Committer
 from runners.formats import UnreadableRecord
 from runners.metrics import RunnerMetrics, Stats
 from runners.modelcalls import ModelCalls, Result
+from runners.pace import auto_concurrency
 from runners.progress import Progress
 from runners.recordids import IdScreen, refusal_code
 from runners.retry import Backoff, Contact, RateLimiter, Stopped, call_with_retry
@@ -114,7 +116,8 @@ class Pipeline:
         self.backoff = self.backoff or Backoff.from_tuning(t)
         rps = t.requests_per_second
         self._limiter = RateLimiter(rps) if rps else None
-        self._slots = threading.Semaphore(2 * t.concurrency)
+        self._slots = threading.Semaphore(2 * t.concurrency_cap)
+        self._pace = auto_concurrency(t, log=self._log)
         self._ids = IdScreen(unique=self.ids_from_field)
         self._halt = _Halt(self.stop)
         self._committer = Committer(  # the writer thread (runners/commit.py)
@@ -145,6 +148,7 @@ class Pipeline:
             contact=Contact(answered=answered),
             on_retry=lambda: self.stats.add(retried=1),
             timed=self.metrics.timed,
+            pace=self._pace,
         )
 
     def run(self) -> None:
@@ -186,7 +190,8 @@ class Pipeline:
             raise
         writer.start()
         try:
-            with ThreadPoolExecutor(self.tuning.concurrency, thread_name_prefix="model") as pool:
+            threads = self.tuning.concurrency_cap
+            with ThreadPoolExecutor(threads, thread_name_prefix="model") as pool:
                 try:
                     self._read_all(pool, committed=committed, first=first)
                 finally:
@@ -196,6 +201,8 @@ class Pipeline:
             pass  # _finish says why: the writer's error, or SIGTERM
         finally:
             progress.stop()
+            if self._pace is not None:
+                self._log(f"concurrency auto: {self._pace.describe()}")
         self._finish()
 
     # -- reading (main thread) -------------------------------------------------------

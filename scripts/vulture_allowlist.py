@@ -53,3 +53,5 @@ _.allocated_memory  # InferenceHostStatus (status.allocatedMemory, for people)
 _.OpenAIProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
 _.OllamaProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
 _.InferencedProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
+_.pre_tokenizer  # tokenizers.Tokenizer attribute (e2e/peers/servers/vllm_setup.py)
+_.chat_template  # transformers tokenizer attribute, saved with it

@@ -343,6 +343,14 @@ class ModelDeploymentStatus(Schema):
     )
     replicas: int | None = Field(default=None, ge=0, description="Server pods wanted now.")
     ready_replicas: int | None = Field(default=None, ge=0, description="Server pods ready.")
+    slots_per_replica: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "Requests one replica serves at once, as its runtime declares (llama.cpp: "
+            "parallelSlots); runs with concurrency auto start from it times readyReplicas."
+        ),
+    )
     ready_text: Annotated[str, StringConstraints(max_length=32)] | None = Field(
         default=None, description="readyReplicas/replicas, e.g. 1/2 (a printer column)."
     )

@@ -137,6 +137,12 @@ class RuntimeSpec(Schema):
         kind = next(k for k in type(self).model_fields if getattr(self, k) is not None)
         return cast(RuntimeKind, kind)
 
+    @property
+    def slots(self) -> int | None:
+        """Requests one replica serves at once, where the runtime declares it (llama.cpp's
+        `--parallel`); None where it does not (the others take what comes)."""
+        return self.llamacpp.parallel_slots if self.llamacpp is not None else None
+
     def body(self) -> Schema:
         """The runtime's settings."""
         value = getattr(self, self.kind)

@@ -1,9 +1,9 @@
 """A small evaluator for the simplest CRD `x-kubernetes-validations` (CEL) rules.
 
 Enough CEL for the rules CRDs commonly carry: comparisons, `&&`/`||`/`!`,
-arithmetic, `has()`, `size()`, string methods (the strings extension's `replace` and
-`split` included), `in`, `all`/`exists` macros and
-transition rules on `oldSelf`. A rule that uses anything else (or fails to
+arithmetic, `has()`, `size()`, `type()` against type names, string methods (the strings
+extension's `replace` and `split` included), `in`, `all`/`exists` macros and transition
+rules on `oldSelf`. A rule that uses anything else (or fails to
 parse) is skipped, never failed — the README lists that divergence.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 _TOKEN = re.compile(
@@ -25,6 +26,25 @@ Node = Callable[[dict[str, Any]], Any]  # a compiled expression: environment -> 
 
 class Unsupported(Exception):
     """The rule uses CEL the emulator does not evaluate."""
+
+
+@dataclass(frozen=True)
+class CelType:
+    """A CEL type value (`type(x)`, or a type name such as `int` or `string`)."""
+
+    name: str
+
+
+_TYPES = ("int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type")
+
+
+def _type_name(value: Any) -> str:
+    """The CEL type of a JSON value (an int-or-string field is an int or a string)."""
+    kinds = ((bool, "bool"), (int, "int"), (float, "double"), (str, "string"), (list, "list"))
+    for kind, name in kinds:
+        if isinstance(value, kind):
+            return name
+    return "map" if isinstance(value, dict) else "null_type"
 
 
 class _Missing:
@@ -134,6 +154,9 @@ class _Parser:
         if self.peek() == "(":
             self.take("(")
             return self._function(value, self.args(")"))
+        if value in _TYPES:  # a type name, as `type(x) == string` compares
+            type_name = value
+            return lambda env: CelType(type_name)
         name: str = value
         return lambda env: env[name] if name in env else _raise(name)
 
@@ -166,6 +189,8 @@ class _Parser:
             return lambda env: args[0](env) is not MISSING
         if name == "size" and len(args) == 1:
             return lambda env: len(args[0](env))
+        if name == "type" and len(args) == 1:
+            return lambda env: CelType(_type_name(args[0](env)))
         if name in ("int", "string", "double") and len(args) == 1:
             conv = {"int": int, "string": str, "double": float}[name]
             return lambda env: conv(args[0](env))

@@ -74,11 +74,20 @@ def env_key(spec: EnvSpec) -> str:
         "format": FORMAT_VERSION,
         "requirements": sorted(spec.requirements),
         "wheels": sorted(spec.wheels),
+        **_finishing(spec),
         "python": f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
         "machine": platform.machine(),
     }
     digest = hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
     return f"{spec.name}-{digest[:12]}"
+
+
+def _finishing(spec: EnvSpec) -> dict[str, object]:
+    """The cache key's part for what runs after pip: removals, and the setup script's text."""
+    if not spec.remove and spec.setup_path is None:
+        return {}  # envs without them keep the keys (and caches) they had
+    setup = spec.setup_path.read_bytes() if spec.setup_path is not None else b""
+    return {"remove": sorted(spec.remove), "setup": hashlib.sha256(setup).hexdigest()}
 
 
 def env_path(name: str, *, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -145,6 +154,7 @@ def _build_env(spec: EnvSpec, *, final: Path, wheel_dir: Path | None, say: Progr
         _run([sys.executable, "-m", "venv", str(tmp)], log=log)
         say(f"{spec.name}: installing {' '.join(spec.requirements)}")
         _pip_install(spec, python=tmp / "bin" / "python", wheel_dir=wheel_dir, log=log)
+        _finish(spec, env=tmp, log=log, say=say)
         _write_marker(spec, tmp=tmp, seconds=time.monotonic() - started)
         tmp.rename(final)
     except BaseException:
@@ -167,6 +177,18 @@ def _pip_install(spec: EnvSpec, *, python: Path, wheel_dir: Path | None, log: Pa
         binaries = ",".join(_wheel_project(req) for req in spec.wheels)
         cmd += ["--find-links", str(wheel_dir), "--only-binary", binaries]
     _run([*cmd, *spec.requirements], log=log)
+
+
+def _finish(spec: EnvSpec, *, env: Path, log: Path, say: Progress) -> None:
+    """Uninstall `spec.remove`, then run `spec.setup` in the env (see EnvSpec)."""
+    python = str(env / "bin" / "python")
+    if spec.remove:
+        say(f"{spec.name}: removing {' '.join(spec.remove)}")
+        quiet = ["--no-input", "--disable-pip-version-check"]
+        _run([python, "-m", "pip", "uninstall", "-y", *quiet, *spec.remove], log=log)
+    if spec.setup_path is not None:
+        say(f"{spec.name}: running {spec.setup}")
+        _run([python, str(spec.setup_path), str(env)], log=log)
 
 
 def _write_marker(spec: EnvSpec, *, tmp: Path, seconds: float) -> None:

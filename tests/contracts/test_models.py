@@ -227,3 +227,39 @@ def test_custom_runner_protocol_is_accepted_when_namespaced() -> None:
     assert spec.endpoint().protocol == "acme.com/scoring"
     with pytest.raises(ValidationError, match="protocol"):
         _config(model=ENDPOINT | {"protocol": "scoring"})
+
+
+def test_concurrency_auto_starts_at_four_within_its_maximum() -> None:
+    auto = _config(runner={"concurrency": "auto"}).runner
+    assert (auto.is_auto, auto.concurrency_start, auto.concurrency_cap) == (True, 4, 64)
+    small = _config(runner={"concurrency": "auto", "maxConcurrency": 2}).runner
+    assert (small.concurrency_start, small.concurrency_cap) == (2, 2)
+    fixed = _config(runner={"concurrency": 12}).runner
+    assert (fixed.is_auto, fixed.concurrency_start, fixed.concurrency_cap) == (False, 12, 12)
+    assert _config(runner={"concurrency": "auto"}).to_wire()["runner"]["concurrency"] == "auto"
+
+
+@pytest.mark.parametrize(
+    ("runner", "message"),
+    [
+        ({"concurrency": "fast"}, "a number of requests from 1 to 256, or auto"),
+        ({"concurrency": "8"}, "a number of requests from 1 to 256, or auto"),
+        ({"concurrency": 0}, "a number of requests from 1 to 256, or auto"),
+        ({"concurrency": True}, "a number of requests from 1 to 256, or auto"),
+        ({"maxConcurrency": 16}, "maxConcurrency and initialConcurrency: only with concurrency"),
+        ({"initialConcurrency": 2}, "maxConcurrency and initialConcurrency: only with concurrency"),
+        (
+            {"concurrency": "auto", "maxConcurrency": 8, "initialConcurrency": 9},
+            "initialConcurrency: must not exceed maxConcurrency",
+        ),
+        (
+            {"concurrency": "auto", "initialConcurrency": 65},
+            "initialConcurrency: must not exceed maxConcurrency",
+        ),
+    ],
+)
+def test_concurrency_refuses_what_is_neither_a_number_nor_auto(
+    runner: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _config(runner=runner)

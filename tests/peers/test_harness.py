@@ -36,6 +36,20 @@ def test_env_key_changes_when_a_pin_changes() -> None:
     assert env_key(bumped) != env_key(spec)
 
 
+def test_env_key_covers_removals_and_the_setup_script() -> None:
+    spec = ENVS["vllm"]
+    assert spec.setup_path is not None and spec.setup_path.is_file()
+    fewer = dataclasses.replace(spec, remove=("torchvision",))
+    other = dataclasses.replace(spec, setup="llama_server.py")  # another script, other text
+    assert len({env_key(spec), env_key(fewer), env_key(other)}) == 3
+
+
+def test_an_api_key_goes_only_to_servers_that_take_one() -> None:
+    assert server_spec("vllm").api_key_env == "VLLM_API_KEY"
+    with pytest.raises(ValueError, match="server kserve takes no API key"):
+        start("kserve", api_key="secret")
+
+
 def test_ready_env_is_reused_without_building(tmp_path: Path) -> None:
     path = env_path("triton", cache_dir=tmp_path)
     path.mkdir(parents=True)

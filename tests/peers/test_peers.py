@@ -1,9 +1,10 @@
 """One real request per protocol to each real model server the harness starts.
 
-Real: the servers (KServe, MLServer, Triton via PyTriton, llama.cpp) from their own PyPI envs,
-their HTTP and gRPC stacks, and the clients (``requests``, ``tritonclient.http``,
+Real: the servers (KServe, MLServer, Triton via PyTriton, llama.cpp, vLLM's CPU build) from their
+own PyPI envs, their HTTP and gRPC stacks, and the clients (``requests``, ``tritonclient.http``,
 ``tritonclient.grpc``). Faked: only the models — an sklearn iris classifier trained at start-up, a
-fixed nearest-centroid iris classifier for Triton, and a tiny random llama whose text is nonsense.
+fixed nearest-centroid iris classifier for Triton, and tiny random llamas (GGUF for llama.cpp, a
+Hugging Face directory with a byte-level BPE tokenizer for vLLM) whose text is nonsense.
 Servers that cannot be prepared skip locally and fail in CI (see ``e2e.peers.fixtures``).
 """
 
@@ -159,3 +160,65 @@ def test_llama_embeddings_return_one_vector_per_input(
     assert len(vectors) == 2
     assert {len(v) for v in vectors} == {64}  # the tiny model's embedding width
     assert all(np.isfinite(v).all() for v in vectors)
+
+
+def _vllm_post(server: PeerServer, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {server.api_key}"}
+    response = requests.post(f"{server.http_url}{path}", json=body, headers=headers, timeout=60)
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def test_vllm_chat_completion_returns_assistant_message_and_usage(vllm_server: PeerServer) -> None:
+    result = _vllm_post(
+        vllm_server,
+        "/v1/chat/completions",
+        {
+            "model": vllm_server.model,
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hello"},
+            ],
+            "max_tokens": 8,
+        },
+    )
+    assert result["object"] == "chat.completion"
+    (choice,) = result["choices"]
+    assert choice["message"]["role"] == "assistant"
+    assert isinstance(choice["message"]["content"], str)
+    usage = result["usage"]
+    assert usage["completion_tokens"] == 8  # random weights never say </s> in time: all 8
+    assert usage["total_tokens"] == usage["prompt_tokens"] + 8
+
+
+def test_vllm_completion_returns_text_and_usage(vllm_server: PeerServer) -> None:
+    result = _vllm_post(
+        vllm_server,
+        "/v1/completions",
+        {"model": vllm_server.model, "prompt": "The quick brown fox", "max_tokens": 4},
+    )
+    assert result["object"] == "text_completion"
+    assert isinstance(result["choices"][0]["text"], str)
+    assert result["usage"]["prompt_tokens"] == len(b"The quick brown fox")  # one token a byte
+
+
+def test_vllm_refuses_requests_without_its_api_key(vllm_server: PeerServer) -> None:
+    body = {"model": vllm_server.model, "prompt": "x", "max_tokens": 1}
+    response = requests.post(f"{vllm_server.http_url}/v1/completions", json=body, timeout=30)
+    assert response.status_code == 401
+    models = requests.get(f"{vllm_server.http_url}/v1/models", timeout=30)
+    assert models.status_code == 401
+
+
+def test_vllm_embeddings_return_one_vector_per_input(vllm_embeddings_server: PeerServer) -> None:
+    result = _vllm_post(
+        vllm_embeddings_server,
+        "/v1/embeddings",
+        {"model": vllm_embeddings_server.model, "input": ["first text", "second"]},
+    )
+    vectors = [item["embedding"] for item in result["data"]]
+    assert len(vectors) == 2
+    assert {len(v) for v in vectors} == {128}  # the tiny model's hidden size
+    assert all(np.isfinite(v).all() for v in vectors)
+    assert result["usage"]["prompt_tokens"] == len(b"first text") + len(b"second")

@@ -179,6 +179,7 @@ def _serving_fields(r: ServingResolved, settings: ServingSettings) -> dict[str, 
         "protocol": r.plan.protocol,
         "model_name": r.served_name,
         "runtime": r.plan.kind,
+        "slots_per_replica": r.spec.runtime.slots,
         "api_key_secret": names.api_key_secret_name(r.owner.name) if r.spec.auth.enabled else None,
     }
 

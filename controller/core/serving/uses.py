@@ -1,8 +1,9 @@
 """Runs that use a ModelDeployment: the config's `model.deploymentRef`, both ways. Pure.
 
 Run side: a config's `model.deploymentRef` is replaced, when the run is rendered, by what
-the deployment's status says (endpoint, protocol, model name, API-key Secret), so the
-contract and the runner only ever see a resolved `url`. A one-shot run waits (Pending,
+the deployment's status says (endpoint, protocol, model name, API-key Secret; for
+`concurrency: auto`, its slots times ready replicas as the start), so the contract and the
+runner only ever see a resolved `url`. A one-shot run waits (Pending,
 `Accepted=False` with reason DeploymentNotAvailable) while the deployment is not
 Available, and fails when its `timeoutSeconds` pass first; a scheduled run needs only the
 endpoint to make its CronJob (an on-demand deployment is scaled up while an execution
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta
 from pydantic import ValidationError
 
 from contracts.base import SecretKeyRef
-from contracts.config import InferenceConfigSpec
+from contracts.config import InferenceConfigSpec, RunnerTuning
 from contracts.llm import run_problem
 from contracts.model import ApiKeyAuth, ModelBlock
 from contracts.run import InferenceRunStatus
@@ -139,7 +140,17 @@ def with_deployment(
     )
     if wrong is not None:  # e.g. an openai-batch input and a deployment serving KServe
         return Problem("spec", "InvalidConfig", wrong)
-    return spec.model_copy(update={"model": resolved})
+    return spec.model_copy(update={"model": resolved, "runner": _auto_start(spec.runner, status)})
+
+
+def _auto_start(tuning: RunnerTuning, status: ModelDeploymentStatus) -> RunnerTuning:
+    """`concurrency: auto` starts from the slots the deployment declares times its ready
+    replicas (within maxConcurrency), unless the config says where to start."""
+    slots, ready = status.slots_per_replica, status.ready_replicas
+    if not tuning.is_auto or tuning.initial_concurrency is not None or not slots or not ready:
+        return tuning
+    start = min(slots * ready, tuning.concurrency_cap)
+    return tuning.model_copy(update={"initial_concurrency": start})
 
 
 def _check(

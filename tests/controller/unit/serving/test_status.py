@@ -334,3 +334,9 @@ def test_a_pod_that_cannot_get_its_secret_is_named_in_the_status() -> None:
     assert may_lack_secret([pod(containers=[waiting])])
     running = {"name": "server", "state": {"running": {}}}
     assert not may_lack_secret([pod(containers=[running])])
+
+
+def test_llamacpp_declares_its_parallel_slots_the_others_none() -> None:
+    llama = observe(deployment(runtime={"llamacpp": {"parallelSlots": 4}}), ready=1).status
+    assert (llama.slots_per_replica, llama.ready_replicas) == (4, 1)
+    assert observe(for_runtime("kserve"), ready=1).status.slots_per_replica is None

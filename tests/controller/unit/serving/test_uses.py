@@ -211,3 +211,39 @@ def test_runs_that_use_a_deployment_now() -> None:
     assert not uses.is_active({"metadata": {}, "status": {"phase": "Scheduled"}})
     deleting = {"deletionTimestamp": "2026-03-01T00:00:00Z"}
     assert not uses.is_active({"metadata": deleting, "status": {"phase": "Running"}})
+
+
+def auto_config(**runner: Any) -> dict[str, Any]:
+    cfg = config()
+    cfg["spec"]["runner"] = {"concurrency": "auto", **runner}
+    return cfg
+
+
+def test_concurrency_auto_starts_from_the_deployments_slots_times_ready_replicas() -> None:
+    status = {**AVAILABLE, "slotsPerReplica": 4, "readyReplicas": 3}
+    decision = decide(
+        observed(run(), auto_config(), deployment(status=status)), Settings(), now=NOW
+    )
+    runner = contract_of(decision)["runner"]
+    assert (runner["concurrency"], runner["initialConcurrency"]) == ("auto", 12)
+
+
+def test_concurrency_auto_starts_within_its_maximum_and_where_the_config_says() -> None:
+    status = {**AVAILABLE, "slotsPerReplica": 16, "readyReplicas": 8}
+    capped = auto_config(maxConcurrency=32)
+    decision = decide(observed(run(), capped, deployment(status=status)), Settings(), now=NOW)
+    assert contract_of(decision)["runner"]["initialConcurrency"] == 32
+    chosen = auto_config(initialConcurrency=2)
+    decision = decide(observed(run(), chosen, deployment(status=status)), Settings(), now=NOW)
+    assert contract_of(decision)["runner"]["initialConcurrency"] == 2
+
+
+def test_a_fixed_concurrency_or_undeclared_slots_leave_the_start_alone() -> None:
+    declared = {**AVAILABLE, "slotsPerReplica": 4, "readyReplicas": 2}
+    fixed = config()
+    decision = decide(observed(run(), fixed, deployment(status=declared)), Settings(), now=NOW)
+    assert "initialConcurrency" not in contract_of(decision)["runner"]
+    undeclared = {**AVAILABLE, "readyReplicas": 2}  # KServe, MLServer, Triton declare none
+    auto = auto_config()
+    decision = decide(observed(run(), auto, deployment(status=undeclared)), Settings(), now=NOW)
+    assert "initialConcurrency" not in contract_of(decision)["runner"]
