@@ -198,14 +198,22 @@ class ModelEndpoint(_EndpointFields):
 
 
 class DeploymentRef(Schema):
-    """A ModelDeployment whose endpoint a config uses."""
+    """A ModelDeployment (or an InferenceModel: a fleet of external hosts) whose endpoint a
+    config uses."""
 
-    name: ObjectName = Field(description="Name of the ModelDeployment.")
+    name: ObjectName = Field(description="Name of the ModelDeployment (or InferenceModel).")
     namespace: NamespaceName | None = Field(
         default=None,
         description=(
             "Namespace of the ModelDeployment; default: the config's. Another namespace works "
             "only if that deployment lists the run's namespace in spec.allowedNamespaces."
+        ),
+    )
+    kind: Literal["ModelDeployment", "InferenceModel"] = Field(
+        default="ModelDeployment",
+        description=(
+            "ModelDeployment (served by longrun's pods) or InferenceModel (served by external "
+            "hosts, docs/serving.md)."
         ),
     )
 

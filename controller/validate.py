@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from contracts.base import DNS_LABEL, DNS_SUBDOMAIN, SECRET_KEY
 from contracts.config import InferenceConfigSpec
+from contracts.fleets import ADMIN_PROTOCOL_PATTERN, BUILTIN_ADMIN_PROTOCOLS
 from contracts.model import BUILTIN_PROTOCOLS, PROTOCOL_PATTERN
 from contracts.resources import (
     API_VERSION,
@@ -46,6 +47,9 @@ PATTERN_HINTS = {
     PROTOCOL_PATTERN: "must be one of "
     + ", ".join(BUILTIN_PROTOCOLS)
     + ", or a custom runner's protocol named <domain>/<name>",
+    ADMIN_PROTOCOL_PATTERN: "must be one of "
+    + ", ".join(BUILTIN_ADMIN_PROTOCOLS)
+    + ", or a controller plug-in's admin protocol named <domain>/<name>",
 }
 
 

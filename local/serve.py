@@ -129,6 +129,12 @@ class DeploymentsForRun:
         return uses.target_of(config) if config is not None else None
 
     def _serve(self, run: Obj, target: Target) -> Obj | None:
+        if target.kind == "InferenceModel":
+            raise InputError(
+                f"InferenceModel {target.key}: external hosts are placed and published by the "
+                "controller, which `longrun run` does not run; run it on a cluster, or call a "
+                "host directly with model.url, model.protocol and model.name"
+            )
         state = served(self.work_dir, target.namespace, target.name)
         if state is None:
             obj = self.inputs.deployments.get((target.namespace, target.name))

@@ -46,6 +46,13 @@ _.require_controllers  # e2e fixtures for real-control-plane suites
 _.ssl_ca_cert  # kubernetes Configuration (e2e/real)
 _.cert_file  # kubernetes Configuration (e2e/real)
 _.add_cleanup  # e2e/README.md: the real control plane's hook for agents started in-process
+# External hosts (issue 31).
+_.models_text  # InferenceHostStatus (a printer column, written by pydantic)
+_.allocated_slots  # InferenceHostStatus (status.allocatedSlots, for people)
+_.allocated_memory  # InferenceHostStatus (status.allocatedMemory, for people)
+_.OpenAIProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
+_.OllamaProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
+_.InferencedProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
 _.pre_tokenizer  # tokenizers.Tokenizer attribute (e2e/peers/servers/vllm_setup.py)
 _.chat_template  # transformers tokenizer attribute, saved with it
 # Placement schema fields (contracts/serving/placement.py), serialised to the pod as they are.

@@ -47,6 +47,7 @@ class PeerServer:
     log_path: Path
     process: subprocess.Popen[bytes] = field(repr=False)
     workdir: Path = field(repr=False)
+    host: str = HOST  # where it listens (another address in a network namespace: e2e/netns.py)
     api_key: str | None = field(default=None, repr=False)  # what requests must send, if any
 
     @property
@@ -65,7 +66,7 @@ class PeerServer:
     @property
     def http_url(self) -> str:
         """Base URL for REST, e.g. ``http://127.0.0.1:41234`` (no trailing slash)."""
-        return f"http://{HOST}:{self.ports[HTTP]}"
+        return f"http://{self.host}:{self.ports[HTTP]}"
 
     @property
     def grpc_url(self) -> str | None:
@@ -124,13 +125,18 @@ def start(
     cache_dir: str | os.PathLike[str] | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    host: str = HOST,
+    prefix: Sequence[str] = (),
+    model_name: str | None = None,
     api_key: str | None = None,
     args: Sequence[str] = (),
 ) -> PeerServer:
     """Start server ``name`` (building its env first if needed) and wait until it is ready.
 
     ``ports`` fixes some ports by name (``http``, ``grpc``, ``metrics``); the rest are free
-    ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``). With
+    ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``). ``host``
+    is the address it listens on and ``prefix`` a command it runs under (``ip netns exec
+    NAME``, e2e/netns.py); ``model_name`` replaces the spec's first model name. With
     ``api_key`` the server asks every request for it (servers whose spec has ``api_key_env``);
     ``args`` go to the server's script after the spec's own.
     """
@@ -150,13 +156,14 @@ def start(
             ports=chosen,
             workdir=workdir,
             log_path=log_path,
+            where=(host, tuple(prefix), model_name),
             args=tuple(args),
             api_key=api_key,
         )
     except OSError:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    server = PeerServer(spec, chosen, log_path, process, workdir, api_key)
+    server = PeerServer(spec, chosen, log_path, process, workdir, host, api_key)
     try:
         _wait_ready(server, timeout=timeout or spec.startup_timeout)
     except BaseException:
@@ -182,26 +189,29 @@ def _spawn(
     ports: Mapping[str, int],
     workdir: Path,
     log_path: Path,
+    where: tuple[str, tuple[str, ...], str | None] = (HOST, (), None),
     args: tuple[str, ...] = (),
     api_key: str | None = None,
 ) -> subprocess.Popen[bytes]:
+    host, prefix, model_name = where
     environ = _environ(spec, env)
     if spec.api_key_env is not None:  # the caller's own value must not ask for a key
         environ.pop(spec.api_key_env, None)
         if api_key is not None:
             environ[spec.api_key_env] = api_key
     cmd = [
+        *prefix,
         str(env.python),
         "-u",
         str(spec.script_path),
         "--host",
-        HOST,
+        host,
         "--workdir",
         str(workdir),
     ]
     for port_name, port in ports.items():
         cmd += [f"--{port_name}-port", str(port)]
-    cmd += ["--model-name", spec.models[0], *spec.args, *args]
+    cmd += ["--model-name", model_name or spec.models[0], *spec.args, *args]
     with log_path.open("wb") as log:
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()

@@ -156,12 +156,18 @@ CONTROLLER_GRANTS = {
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch", "delete"},
     ("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("autoscaling", "horizontalpodautoscalers"): {
-        "get", "list", "watch", "create", "patch", "delete",
-    },  # fmt: skip
+    ("autoscaling", "horizontalpodautoscalers"): {"get", "list", "watch", "create", "patch"}
+    | {"delete"},
     ("cert-manager.io", "certificates"): {"get", "list", "watch", "create", "patch", "delete"},
     # The API-key Secrets are written, never read: no get, list or watch on Secrets.
     ("", "secrets"): {"create", "patch"},
+    # External hosts (controller/kube/fleets.py): watched kinds, their status, the slices.
+    ("longrun.dev", "inferencehosts"): {"list", "watch"},
+    ("longrun.dev", "inferencemodels"): {"list", "watch"},
+    ("longrun.dev", "inferencehosts/status"): {"patch"},
+    ("longrun.dev", "inferencemodels/status"): {"patch"},
+    ("longrun.dev", "inferencemodels/finalizers"): {"update"},
+    ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch", "create", "patch", "delete"},
     # Kueue's Workloads of queued runs: watched, and patched for a run's suspend and cancel.
     ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
 }
@@ -339,6 +345,8 @@ def test_chart_ships_the_generated_crds(chart: Any) -> None:
     names = sorted(Path(c["filename"]).name for c in chart.crds)
     assert names == [
         "inferenceconfigs.longrun.dev.yaml",
+        "inferencehosts.longrun.dev.yaml",
+        "inferencemodels.longrun.dev.yaml",
         "inferenceruns.longrun.dev.yaml",
         "modeldeployments.longrun.dev.yaml",
         "models.longrun.dev.yaml",
@@ -368,7 +376,10 @@ def test_bind_addresses_reach_the_controller_environment(chart: Any) -> None:
 
 VIEW = {"get", "list", "watch"}
 EDIT = VIEW | {"create", "update", "patch", "delete", "deletecollection"}
-RESOURCES = ("inferenceconfigs", "inferenceruns", "models", "modeldeployments")
+RESOURCES = (
+    "inferenceconfigs", "inferenceruns", "models", "modeldeployments", "inferencehosts",
+    "inferencemodels",
+)  # fmt: skip
 
 
 def _people_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -531,3 +542,26 @@ def test_serving_images_default_to_the_runtimes_public_images(chart: Any) -> Non
     assert env["SERVING_IMAGE_LLAMACPP"] == "ghcr.io/ggml-org/llama.cpp:server"
     mirrored = _env(_render(chart, {"serving": {"images": {"authProxy": "mirror/nginx:1"}}}))
     assert mirrored["SERVING_IMAGE_AUTH_PROXY"] == "mirror/nginx:1"
+
+
+def test_fleet_settings_reach_the_controller_environment(chart: Any) -> None:
+    from controller.core.fleets.settings import fleet_settings_from_env
+
+    fleets = {"healthInterval": "5s", "failureThreshold": 2, "requestTimeout": "3s"}
+    values = {"fleets": {**fleets, "loadTimeout": "30m", "allowedCIDRs": ["10.20.0.0/16"]}}
+    env = _env(_render(chart, values))
+    fleet = fleet_settings_from_env({k: v for k, v in env.items() if isinstance(v, str)})
+    assert (fleet.health_interval, fleet.failure_threshold, fleet.request_timeout) == (5, 2, 3)
+    assert (fleet.load_timeout, fleet.allowed_cidrs) == (1800, ("10.20.0.0/16",))
+    assert fleet.host_credentials is False
+    assert fleet.denied_cidrs == tuple(env["DENIED_CIDRS"].split(","))  # the runners' list
+
+
+def test_host_credentials_grant_get_on_secrets_and_nothing_more(chart: Any) -> None:
+    docs = _render(chart, {"fleets": {"hostCredentials": True}})
+    (role,) = [
+        d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "lr-longrun"
+    ]
+    verbs = {v for r in role["rules"] if "secrets" in r["resources"] for v in r["verbs"]}
+    assert verbs == {"create", "patch", "get"}  # no list, no watch
+    assert _env(docs)["FLEET_HOST_CREDENTIALS"] == "true"

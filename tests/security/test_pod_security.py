@@ -85,7 +85,17 @@ def _resolve(run: Obj, spec: Any, by_kind: dict[tuple[str, str, str], Obj]) -> A
 
 def _deployment(by_kind: dict[tuple[str, str, str], Obj], ns: str, name: str) -> Obj | None:
     deployment = by_kind.get(("ModelDeployment", ns, name))
+    if deployment is None and (fleet := by_kind.get(("InferenceModel", ns, name))) is not None:
+        return _ready_fleet(fleet)  # a deploymentRef of kind InferenceModel (examples/fleet)
     return _available(deployment) if deployment else None
+
+
+def _ready_fleet(model: Obj) -> Obj:
+    """An InferenceModel as its controller reports it once a replica is ready."""
+    ready = [{"type": "Available", "status": "True", "reason": "ReplicaReady"}]
+    return {**model, "status": {
+        "phase": "Ready", "endpoint": "http://model.serving.svc:8080", "protocol": "openai-chat",
+        "modelName": "model", "conditions": ready}}  # fmt: skip
 
 
 def server_templates() -> list[tuple[str, Obj]]:

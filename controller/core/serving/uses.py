@@ -34,6 +34,7 @@ from contracts.run import InferenceRunStatus
 from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentStatus
 from controller.core import conditions as cond
 from controller.core.conditions import find
+from controller.core.fleets.uses import as_deployment_status
 from controller.core.jobs import parse_time
 from controller.core.ports import Obj
 from controller.core.validation import Problem
@@ -46,10 +47,12 @@ ACTIVE_PHASES = frozenset({"Pending", "Queued", "Running"})
 
 @dataclass(frozen=True)
 class Target:
-    """Where a config's deploymentRef points: the deployment's namespace and name."""
+    """Where a config's deploymentRef points: the deployment's namespace and name (and kind:
+    a ModelDeployment, or an InferenceModel served by external hosts)."""
 
     namespace: str
     name: str
+    kind: str = "ModelDeployment"
 
     @property
     def key(self) -> str:
@@ -70,7 +73,7 @@ def target_of(config: Obj) -> Target | None:
     if not isinstance(ref, dict) or not ref.get("name"):
         return None
     namespace = ref.get("namespace") or _meta(config).get("namespace", "")
-    return Target(str(namespace), str(ref["name"]))
+    return Target(str(namespace), str(ref["name"]), str(ref.get("kind") or "ModelDeployment"))
 
 
 def is_active(run: Obj) -> bool:
@@ -153,12 +156,16 @@ def _auto_start(tuning: RunnerTuning, status: ModelDeploymentStatus) -> RunnerTu
 def _check(
     target: Target, deployment: Obj | None, block: ModelBlock, *, run_namespace: str
 ) -> ModelDeploymentStatus | Problem:
-    where = f'ModelDeployment "{target.key}"'
+    where = f'{target.kind} "{target.key}"'
     if deployment is None or _meta(deployment).get("deletionTimestamp"):
         message = f"{where} does not exist; create it and the run starts"
         return Problem("spec.model.deploymentRef", "DeploymentNotFound", message)
     try:
-        status = ModelDeploymentStatus.model_validate(deployment.get("status") or {})
+        status = (
+            as_deployment_status(deployment)
+            if target.kind == "InferenceModel"
+            else ModelDeploymentStatus.model_validate(deployment.get("status") or {})
+        )
     except ValidationError:
         message = f"{where} has a status longrun cannot read; the run starts when it is Available"
         return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
@@ -190,7 +197,7 @@ def _availability(
     phase = status.phase or "not reconciled yet"
     said = f"{phase}: {status.message}" if status.message else phase
     message = (
-        f'waiting for ModelDeployment "{target.key}" to become Available ({said}); the run '
+        f'waiting for {target.kind} "{target.key}" to become Available ({said}); the run '
         "starts when it is, or fails when spec.timeoutSeconds pass first"
     )
     return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
