@@ -94,6 +94,7 @@ RUN_COLUMNS = (
     Column("Progress", ".status.progress.text"),
     Column("Rate", ".status.progress.rateText"),
     Column("ETA", ".status.progress.etaText"),
+    Column("Tokens/s", ".status.progress.tokensPerSecondText", priority=1),
     Column("Last Run", ".status.startTime", "date"),
     Column("Next Run", ".status.nextScheduleTime"),
     Column("Config", ".spec.configRef.name", priority=1),

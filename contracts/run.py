@@ -195,6 +195,22 @@ class RunResult(Schema):
     reason: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
         default=None, description="Why the execution failed, when it did."
     )
+    prompt_tokens: int | None = Field(
+        default=None, ge=0, description="OpenAI protocols: prompt tokens of the written records."
+    )
+    completion_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="OpenAI protocols: completion tokens of the written records.",
+    )
+    total_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "OpenAI protocols: total tokens of the written records: the sum of `usage` over the "
+            "output."
+        ),
+    )
 
 
 # The runner's progress line: one JSON object per line, `{"longrunProgress": {...}}`, every
@@ -221,6 +237,16 @@ class ProgressReport(BaseModel):
     )
     rate: float | None = Field(default=None, ge=0, le=1e12, description="Records per second.")
     eta: int | None = Field(default=None, ge=0, le=COUNT_MAX, description="Seconds left.")
+    tokens: int | None = Field(
+        default=None, ge=0, le=COUNT_MAX, description="OpenAI protocols: total tokens so far."
+    )
+    tokens_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e12,
+        alias="tokenRate",
+        description="OpenAI protocols: tokens per second.",
+    )
 
 
 ShortText = Annotated[str, StringConstraints(max_length=32)]
@@ -243,6 +269,12 @@ class RunProgress(Schema):
         default=None, ge=0, description="The runner's rate while it runs."
     )
     eta_seconds: int | None = Field(default=None, ge=0, description="Seconds left, estimated.")
+    tokens_total: int | None = Field(
+        default=None, ge=0, description="OpenAI protocols: total tokens of the records written."
+    )
+    tokens_per_second: float | None = Field(
+        default=None, ge=0, description="OpenAI protocols: the runner's tokens per second."
+    )
     updated_at: datetime | None = Field(
         default=None, description="When the controller last read the runner's progress."
     )
@@ -254,6 +286,9 @@ class RunProgress(Schema):
     )
     eta_text: ShortText | None = Field(
         default=None, description="Time left, e.g. 5m (the ETA column)."
+    )
+    tokens_per_second_text: ShortText | None = Field(
+        default=None, description="Tokens per second, e.g. 1.2k/s (the Tokens/s column, wide)."
     )
 
 

@@ -171,6 +171,11 @@ def _result_lines(status: InferenceRunStatus) -> list[str]:
         f"failed={result.records_failed} retried={result.records_retried} "
         f"chunks={result.chunks} in {result.duration_seconds:.1f}s"
     ]
+    if result.total_tokens is not None:
+        lines.append(
+            f"  tokens: prompt={result.prompt_tokens} completion={result.completion_tokens} "
+            f"total={result.total_tokens}"
+        )
     lines += [f"  {k}: {v}" for k, v in _locations(result.to_wire()).items()]
     return lines
 

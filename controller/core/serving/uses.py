@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from contracts.base import SecretKeyRef
 from contracts.config import InferenceConfigSpec
+from contracts.llm import run_problem
 from contracts.model import ApiKeyAuth, ModelBlock
 from contracts.run import InferenceRunStatus
 from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentStatus
@@ -117,9 +118,23 @@ def with_deployment(
     if status.api_key_secret:
         key = SecretKeyRef(name=status.api_key_secret, key=API_KEY_SECRET_KEY)
         auth = ApiKeyAuth(secret_ref=key)
-    resolved = block.with_target(
-        url=status.endpoint, protocol=status.protocol, name=status.model_name, auth=auth
+    try:
+        resolved = block.with_target(
+            url=status.endpoint, protocol=status.protocol, name=status.model_name, auth=auth
+        )
+    except ValidationError as exc:  # body settings the deployment's protocol refuses
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        return Problem("spec.model", "InvalidConfig", f"model: {message}")
+    storage = spec.storage
+    wrong = run_problem(
+        resolved,
+        resolved.protocol,
+        storage_input=storage.input,
+        outputs={"output": storage.output, "errors": storage.errors},
+        runner=spec.runner,
     )
+    if wrong is not None:  # e.g. an openai-batch input and a deployment serving KServe
+        return Problem("spec", "InvalidConfig", wrong)
     return spec.model_copy(update={"model": resolved})
 
 
