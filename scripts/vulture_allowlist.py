@@ -26,6 +26,7 @@ _.api_instance  # kubernetes LeaseLock reads it
 _.keep_alive  # kubernetes Configuration
 _.ModelInfer  # the gRPC servicer's method name
 _.makefile  # socket protocol (bench's canned socket)
+_.server_version  # http.server's Server header (batchapi/server.py)
 _.int64_param  # protobuf field
 _.string_param  # protobuf field
 # Signatures a protocol fixes: __exit__, signal handlers, KServe's predict.
