@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import padding
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from e2e.backends import KubeHandle
 
@@ -39,6 +39,7 @@ def expired_token(handle: KubeHandle, namespace: str, account: str) -> str:
         return token
     plane: Any = handle.plane  # type: ignore[attr-defined]
     key = serialization.load_pem_private_key((plane.pki_dir / "sa.key").read_bytes(), None)
+    assert isinstance(key, rsa.RSAPrivateKey)  # e2e/real/certs.py: the ServiceAccount key is RSA
     uid = _account_uid(handle, namespace, account)
     now = int(time.time())
     claims = {
@@ -55,7 +56,7 @@ def expired_token(handle: KubeHandle, namespace: str, account: str) -> str:
     header = {"alg": "RS256", "kid": _key_id(key)}
     signing = ".".join(_b64(json.dumps(part, separators=(",", ":")).encode())
                        for part in (header, claims))  # fmt: skip
-    signature = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())  # type: ignore[call-arg, union-attr]
+    signature = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
     return f"{signing}.{_b64(signature)}"
 
 
