@@ -121,10 +121,15 @@ class Batches:
     def list(self, namespace: str, query: dict[str, str]) -> Obj:
         """GET /v1/batches: newest first, `after` a batch id, `limit` 1-100 (default 20)."""
         limit = limit_of(query, default=LIST_LIMIT_DEFAULT, most=LIST_LIMIT_MAX)
-        runs = [r for r in self.cluster.list_runs(namespace, label_selector=SELECTOR)
-                if batch_id_of(r["metadata"]["name"])]  # fmt: skip
-        runs.sort(key=lambda r: (r["metadata"].get("creationTimestamp") or "",
-                                 r["metadata"]["name"]), reverse=True)  # fmt: skip
+        runs = [
+            r
+            for r in self.cluster.list_runs(namespace, label_selector=SELECTOR)
+            if batch_id_of(r["metadata"]["name"])
+        ]
+        runs.sort(
+            key=lambda r: (r["metadata"].get("creationTimestamp") or "", r["metadata"]["name"]),
+            reverse=True,
+        )
         ids = [batch_id_of(r["metadata"]["name"]) for r in runs]
         after = query.get("after")
         start = (ids.index(after) + 1 if after in ids else len(ids)) if after else 0
@@ -154,23 +159,29 @@ class Batches:
 
     def _object(self, run: Obj) -> Obj:
         self._repair(run)
-        return lifecycle.batch_object(run, ready=self._finalize(run))
+        return lifecycle.batch_object(run, lines=self._finalize(run))
 
-    def _finalize(self, run: Obj) -> set[str]:
-        """Record the output and error files of a finished run; the roles recorded."""
+    def _finalize(self, run: Obj) -> dict[str, int] | None:
+        """Record the output and error files of a finished run (those with lines); their line
+        counts, None while the run goes on."""
         batch = batch_of(run)
-        ready = set()
-        for role, file_id in lifecycle.wanted_files(run).items():
-            if self.store.get_meta(batch.namespace, file_id) is None:
+        if not lifecycle.is_finished(run) or batch.errors:
+            return None
+        found = {}
+        for role, file_id in (("output", batch.output_file_id), ("errors", batch.error_file_id)):
+            meta = self.store.get_meta(batch.namespace, file_id)
+            if meta is None:
                 location = self._location(batch, role)
-                _parts, size = self.store.parts_size(location)
+                lines, size = self.store.count_parts(location)
+                if not lines:
+                    continue
                 suffix = "output" if role == "output" else "error"
                 name = f"{batch.batch_id}_{suffix}.jsonl"
                 meta = FileMeta(file_id, size, int(self.clock()), name, "batch_output")
-                meta.parts = location
+                meta.parts, meta.extra = location, {"lines": lines}
                 self.store.put_meta(batch.namespace, meta)
-            ready.add(role)
-        return ready
+            found[role] = int(meta.extra.get("lines") or 0)
+        return found
 
     def _repair(self, run: Obj) -> None:
         """Make the config of a run that waits for it (ConfigNotFound) again."""
@@ -226,7 +237,9 @@ def _is_metadata(value: Any) -> bool:
     if not isinstance(value, dict) or len(value) > METADATA_KEYS:
         return False
     return all(
-        isinstance(k, str) and isinstance(v, str)
-        and len(k) <= METADATA_KEY_CHARS and len(v) <= METADATA_VALUE_CHARS
+        isinstance(k, str)
+        and isinstance(v, str)
+        and len(k) <= METADATA_KEY_CHARS
+        and len(v) <= METADATA_VALUE_CHARS
         for k, v in value.items()
-    )  # fmt: skip
+    )

@@ -45,7 +45,7 @@ class BodyReader:
     def _read_plain(self, size: int) -> bytes:
         if self.left <= 0:
             return b""
-        data = self.stream.read(min(size, self.left))
+        data = self._read_some(min(size, self.left))
         if not data:
             raise bad_request("The request body ended before its Content-Length.")
         self.left -= len(data)
@@ -65,13 +65,19 @@ class BodyReader:
                     pass
                 self._ended = True
                 return b""
-        data = self.stream.read(min(size, self._chunk_left))
+        data = self._read_some(min(size, self._chunk_left))
         if not data:
             raise bad_request("The chunked request body ended early.")
         self._chunk_left -= len(data)
         if self._chunk_left == 0:
             self.stream.readline(8)  # the CRLF after the chunk
         return data
+
+    def _read_some(self, size: int) -> bytes:
+        """What has arrived, up to `size` (waiting only for the first byte), so that a slow
+        client's bytes reach the store as they come."""
+        read1 = getattr(self.stream, "read1", None)
+        return bytes(read1(size) if read1 is not None else self.stream.read(size))
 
     def drain(self, limit: int) -> bool:
         """Read and drop what is left (so the client reads our answer), at most `limit` bytes;

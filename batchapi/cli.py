@@ -39,13 +39,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="address to listen on (%(default)s)")
     add("--port", type=int, default=8000, help="port (%(default)s; 0: a free one)")
-    add("--max-file-bytes", type=int, default=DEFAULT_MAX_FILE_BYTES,
-        help="largest upload in bytes (%(default)s, OpenAI's 200 MB); more: 413")  # fmt: skip
-    add("--max-requests", type=int, default=DEFAULT_MAX_REQUESTS,
-        help="most request lines in a batch file (%(default)s)")  # fmt: skip
+    add(
+        "--max-file-bytes",
+        type=int,
+        default=DEFAULT_MAX_FILE_BYTES,
+        help="largest upload in bytes (%(default)s, OpenAI's 200 MB); more: 413",
+    )
+    add(
+        "--max-requests",
+        type=int,
+        default=DEFAULT_MAX_REQUESTS,
+        help="most request lines in a batch file (%(default)s)",
+    )
     add("--default-namespace", help="namespace of requests naming none (see docs)")
-    add("--namespace", action="append", default=[], dest="namespaces", metavar="NS",
-        help="serve only these namespaces (repeatable; e.g. the claim's namespace)")  # fmt: skip
+    add(
+        "--namespace",
+        action="append",
+        default=[],
+        dest="namespaces",
+        metavar="NS",
+        help="serve only these namespaces (repeatable; e.g. the claim's namespace)",
+    )
     add("--files-dir", help="keep files in this directory (a PVC's mount path in a cluster)")
     add("--files-claim", help="the PersistentVolumeClaim --files-dir is mounted from")
     add("--s3-bucket", help="keep files in this S3 bucket")
@@ -53,18 +67,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add("--s3-endpoint-url", help="an S3-compatible store's endpoint")
     add("--s3-region", help="the bucket's region")
     add("--s3-path-style", action="store_true", help="path-style addressing")
-    add("--s3-runner-secret", metavar="NAME",
-        help="Secret (in each run's namespace) with the runner's S3 credentials")  # fmt: skip
+    add(
+        "--s3-runner-secret",
+        metavar="NAME",
+        help="Secret (in each run's namespace) with the runner's S3 credentials",
+    )
     add("--kubeconfig", help="kubeconfig; default: in-cluster, else ~/.kube/config")
     add("--context", help="kubeconfig context")
     add("--audience", action="append", default=[], help="TokenReview audience (repeatable)")
     add("--local", action="store_true", help="no cluster: run batches with `longrun run`")
-    add("-f", "--filename", dest="files", action="append", default=[], metavar="PATH",
-        help="--local: YAML with the annotated InferenceConfigs / ModelDeployments")  # fmt: skip
+    add(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="--local: YAML with the annotated InferenceConfigs / ModelDeployments",
+    )
     add("--work-dir", default=".longrun", help="--local: state directory (%(default)s)")
     add("--api-key-file", help="--local: the key (default: made in the work dir)")
-    for flag, meta in (("--pvc", "CLAIM=DIR"), ("--runtime-python", "RUNTIME=PYTHON"),
-                       ("--image-map", "IMAGE=COMMAND"), ("--env-file", "NAME=PATH")):  # fmt: skip
+    for flag, meta in (
+        ("--pvc", "CLAIM=DIR"),
+        ("--runtime-python", "RUNTIME=PYTHON"),
+        ("--image-map", "IMAGE=COMMAND"),
+        ("--env-file", "NAME=PATH"),
+    ):
         add(flag, action="append", default=[], metavar=meta, help="--local: as for longrun run")
     add("--log-level", default="info", help="%(default)s")
     add("--log-format", default="json", choices=["json", "text"], help="%(default)s")
@@ -118,8 +146,12 @@ def build(args: argparse.Namespace) -> tuple[Any, str | None]:
         reviews = cluster
     files = Files(store, settings)
     batches = Batches(cluster, files)
-    api = BatchApi(files=files, batches=batches, gate=Gate(reviews, settings),
-                   drain_limit=settings.max_file_bytes + 1024 * 1024)  # fmt: skip
+    api = BatchApi(
+        files=files,
+        batches=batches,
+        gate=Gate(reviews, settings),
+        drain_limit=settings.max_file_bytes + 1024 * 1024,
+    )
     return api, key_file
 
 
@@ -139,8 +171,9 @@ def _store(args: argparse.Namespace) -> Any:
         )
     from batchapi.store import DirectoryStore
 
-    directory = args.files_dir or (str(Path(args.work_dir) / "batch-api" / "files")
-                                   if args.local else None)  # fmt: skip
+    directory = args.files_dir or (
+        str(Path(args.work_dir) / "batch-api" / "files") if args.local else None
+    )
     if not directory:
         raise ValueError("name where files live: --s3-bucket BUCKET or --files-dir DIR")
     return DirectoryStore(Path(directory), claim=args.files_claim)
@@ -167,16 +200,21 @@ def _local(args: argparse.Namespace) -> tuple[Any, Any, str]:
     from local.inputs import InputError, load_inputs
 
     if not args.files:
-        raise ValueError("--local needs -f FILE|DIR: the InferenceConfigs / ModelDeployments "
-                         "annotated longrun.dev/openai-model")  # fmt: skip
+        raise ValueError(
+            "--local needs -f FILE|DIR: the InferenceConfigs / ModelDeployments "
+            "annotated longrun.dev/openai-model"
+        )
     try:
         inputs = load_inputs(args.files, namespace="default")
     except InputError as exc:
         raise ValueError(str(exc)) from None
     templates = [*inputs.configs.values(), *inputs.deployments.values()]
-    passed = [a for flag in ("pvc", "runtime_python", "image_map", "env_file")
-              for value in getattr(args, flag)
-              for a in ("--" + flag.replace("_", "-"), value)]  # fmt: skip
+    passed = [
+        a
+        for flag in ("pvc", "runtime_python", "image_map", "env_file")
+        for value in getattr(args, flag)
+        for a in ("--" + flag.replace("_", "-"), value)
+    ]
     work = Path(args.work_dir)
     cluster = LocalCluster(work, templates=templates, files=list(args.files), run_args=passed)
     key_file = Path(args.api_key_file or work / "batch-api" / "api-key")

@@ -141,8 +141,13 @@ def page(data: list[Obj], *, has_more: bool) -> Obj:
     """A list answer, as OpenAI's cursor pages are."""
     first = data[0]["id"] if data else None
     last = data[-1]["id"] if data else None
-    return {"object": "list", "data": data, "first_id": first, "last_id": last,
-            "has_more": has_more}  # fmt: skip
+    return {
+        "object": "list",
+        "data": data,
+        "first_id": first,
+        "last_id": last,
+        "has_more": has_more,
+    }
 
 
 def limit_of(query: dict[str, str], *, default: int, most: int) -> int:

@@ -12,10 +12,12 @@
 | `Failed` otherwise | `failed`, `errors` holding the run's message |
 | `Cancelled` | `cancelled` |
 
-`request_counts` come from the run's status: the runner's summary once it finished
-(`status.result`), its last progress report while it runs (`status.progress`); `total` is the
-request count the upload's check found. A run keeps its committed chunks when cancelled, expired
-or failed, so those batches have output and error files too.
+`request_counts` come from the run's status while it runs (the runner's last progress report,
+`status.progress`); once it finished, from the lines of its output and error files, the
+exact count of what it committed (a cancelled run's `status.result` may be the last progress
+report, older than its last chunk). `total` is the request count the upload's check found. A
+run keeps its committed chunks when cancelled, expired or failed, so those batches have output
+and error files too.
 """
 
 from __future__ import annotations
@@ -41,32 +43,18 @@ def is_finished(run: Obj) -> bool:
 
 
 def counts(run: Obj) -> tuple[int, int]:
-    """(completed, failed) requests so far."""
+    """(completed, failed) requests so far, from the run's status."""
     status = run.get("status") or {}
     source = status.get("result") or status.get("progress") or {}
     return int(source.get("recordsWritten") or 0), int(source.get("recordsFailed") or 0)
 
 
-def wanted_files(run: Obj) -> dict[str, str]:
-    """Role (output, errors) -> file id of the files a finished run has lines for."""
-    if not is_finished(run) or batch_of(run).errors:
-        return {}
-    batch = batch_of(run)
-    completed, failed = counts(run)
-    wanted = {}
-    if completed:
-        wanted["output"] = batch.output_file_id
-    if failed:
-        wanted["errors"] = batch.error_file_id
-    return wanted
-
-
-def batch_status(run: Obj, *, files_ready: bool) -> str:
-    """OpenAI's status of the batch (module table)."""
+def batch_status(run: Obj, *, recorded: bool) -> str:
+    """OpenAI's status of the batch (module table); `recorded`: its files are."""
     if batch_of(run).errors:
         return "failed"
     phase = run_phase(run)
-    if phase in FINISHED and not files_ready:
+    if phase in FINISHED and not recorded:
         return "finalizing"
     if phase == "Succeeded":
         return "completed"
@@ -79,15 +67,18 @@ def batch_status(run: Obj, *, files_ready: bool) -> str:
     return "in_progress" if phase in ("Running", "Suspended") else "validating"
 
 
-def batch_object(run: Obj, *, ready: set[str]) -> Obj:
-    """The Batch object; `ready` holds the roles whose files are recorded (`wanted_files`)."""
+def batch_object(run: Obj, *, lines: dict[str, int] | None) -> Obj:
+    """The Batch object. `lines`: for a finished run whose files are recorded, the request
+    lines of each (`output`, `errors`) that has any; they are the counts then."""
     batch = batch_of(run)
     status = run.get("status") or {}
-    wanted = wanted_files(run)
-    state = batch_status(run, files_ready=set(wanted) <= ready)
+    state = batch_status(run, recorded=lines is not None)
     created = _epoch(run.get("metadata", {}).get("creationTimestamp")) or 0
     done = _epoch(status.get("completionTime"))
-    completed, failed = counts(run)
+    completed, failed = (
+        counts(run) if lines is None else (lines.get("output", 0), lines.get("errors", 0))
+    )
+    files = lines or {}
     return {
         "id": batch.batch_id,
         "object": "batch",
@@ -97,8 +88,8 @@ def batch_object(run: Obj, *, ready: set[str]) -> Obj:
         "input_file_id": batch.input_file_id,
         "completion_window": batch.completion_window,
         "status": state,
-        "output_file_id": batch.output_file_id if "output" in ready & set(wanted) else None,
-        "error_file_id": batch.error_file_id if "errors" in ready & set(wanted) else None,
+        "output_file_id": batch.output_file_id if "output" in files else None,
+        "error_file_id": batch.error_file_id if "errors" in files else None,
         "created_at": created,
         "in_progress_at": _epoch(status.get("startTime")),
         "expires_at": created + batch.timeout_seconds,

@@ -25,6 +25,7 @@ from batchapi.store import (
     FileMeta,
     Upload,
     content_key,
+    count_lines,
     location_key,
     meta_key,
 )
@@ -107,9 +108,8 @@ class S3Store:
             objects = self._parts(meta.parts)
         return sum(size for _, size in objects), self._read(objects)
 
-    def parts_size(self, location: str) -> tuple[int, int]:
-        objects = self._parts(location)
-        return len(objects), sum(size for _, size in objects)
+    def count_parts(self, location: str) -> tuple[int, int]:
+        return count_lines(self._read(self._parts(location)))
 
     def runner_input(self, namespace: str, file_id: str) -> dict[str, Any]:
         key = self._key(content_key(namespace, file_id))

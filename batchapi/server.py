@@ -78,8 +78,10 @@ class BatchApi:
     def models(self, namespace: str) -> Obj:
         cluster = self.batches.cluster
         found = find_templates(cluster.list_configs(namespace), cluster.list_deployments(namespace))
-        data = [{"id": model, "object": "model", "created": 0, "owned_by": namespace}
-                for model in sorted(found)]  # fmt: skip
+        data = [
+            {"id": model, "object": "model", "created": 0, "owned_by": namespace}
+            for model in sorted(found)
+        ]
         return {"object": "list", "data": data}
 
 
@@ -117,8 +119,9 @@ class _Handler(BaseHTTPRequestHandler):
             route, path_ns, object_id = _route(method, parts.path)
             context["route"] = route.name
             body = self._body(method)
-            status = self._dispatch(route, path_ns, object_id, parts.query, body, context,
-                                    request_id)  # fmt: skip
+            status = self._dispatch(
+                route, path_ns, object_id, parts.query, body, context, request_id
+            )
         except ApiFailure as refused:
             status = refused.status
             self._refuse(refused, body, request_id)
@@ -143,8 +146,16 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return BodyReader(self.rfile, headers)  # type: ignore[arg-type]
 
-    def _dispatch(self, route: Route, path_ns: str | None, object_id: str, query_text: str,
-                  body: BodyReader | None, context: Obj, request_id: str) -> int:  # fmt: skip
+    def _dispatch(
+        self,
+        route: Route,
+        path_ns: str | None,
+        object_id: str,
+        query_text: str,
+        body: BodyReader | None,
+        context: Obj,
+        request_id: str,
+    ) -> int:
         gate = self.api.gate
         user = gate.identify(self.headers.get("Authorization"))
         context["user"] = str((user or {}).get("username") or "")
@@ -170,8 +181,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, answer, request_id)
         return 200
 
-    def _call(self, route: Route, namespace: str, object_id: str, query: dict[str, str],
-              body: BodyReader | None, context: Obj) -> Any:  # fmt: skip
+    def _call(
+        self,
+        route: Route,
+        namespace: str,
+        object_id: str,
+        query: dict[str, str],
+        body: BodyReader | None,
+        context: Obj,
+    ) -> Any:
         api = self.api
         match route.name:
             case "upload":

@@ -103,8 +103,8 @@ class FileStore(Protocol):
     def size_and_chunks(self, namespace: str, meta: FileMeta) -> tuple[int, Iterator[bytes]]:
         """The content's size now, and its bytes in pieces."""
 
-    def parts_size(self, location: str) -> tuple[int, int]:
-        """(part files, bytes) under a batch output location."""
+    def count_parts(self, location: str) -> tuple[int, int]:
+        """(lines, bytes) of the part files under a batch output location (read through)."""
 
     def runner_input(self, namespace: str, file_id: str) -> dict[str, Any]:
         """The InferenceConfig storage block that reads an uploaded file as openai-batch."""
@@ -175,9 +175,9 @@ class DirectoryStore:
         sizes = [_size(p) for p in paths]
         return sum(sizes), _read_all(paths, sizes)
 
-    def parts_size(self, location: str) -> tuple[int, int]:
+    def count_parts(self, location: str) -> tuple[int, int]:
         paths = _parts(self.root / location)
-        return len(paths), sum(_size(p) for p in paths)
+        return count_lines(_read_all(paths, [_size(p) for p in paths]))
 
     def runner_input(self, namespace: str, file_id: str) -> dict[str, Any]:
         path = self.root / content_key(namespace, file_id)
@@ -237,6 +237,21 @@ def _atomic_write(target: Path, data: bytes) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, target)
+
+
+def count_lines(chunks: Iterator[bytes]) -> tuple[int, int]:
+    """(non-empty lines, bytes) of a stream of JSONL pieces."""
+    lines = size = 0
+    in_line = False
+    for chunk in chunks:
+        size += len(chunk)
+        pieces = chunk.split(b"\n")
+        for index, piece in enumerate(pieces):
+            in_line = in_line or bool(piece)
+            if index < len(pieces) - 1 and in_line:  # a newline ends this line
+                lines += 1
+                in_line = False
+    return lines + in_line, size
 
 
 def _parts(folder: Path) -> list[Path]:

@@ -49,13 +49,13 @@ def expired_token(handle: KubeHandle, namespace: str, account: str) -> str:
         "nbf": now - 3600,
         "iss": ISSUER,
         "jti": hashlib.sha256(str(now).encode()).hexdigest()[:32],
-        "kubernetes.io": {"namespace": namespace,
-                          "serviceaccount": {"name": account, "uid": uid}},
+        "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": account, "uid": uid}},
         "sub": f"system:serviceaccount:{namespace}:{account}",
-    }  # fmt: skip
+    }
     header = {"alg": "RS256", "kid": _key_id(key)}
-    signing = ".".join(_b64(json.dumps(part, separators=(",", ":")).encode())
-                       for part in (header, claims))  # fmt: skip
+    signing = ".".join(
+        _b64(json.dumps(part, separators=(",", ":")).encode()) for part in (header, claims)
+    )
     signature = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
     return f"{signing}.{_b64(signature)}"
 

@@ -105,8 +105,11 @@ class LocalCluster:
         return self._templates("ModelDeployment", namespace)
 
     def _templates(self, kind: str, namespace: str) -> list[Obj]:
-        return [t for t in self.templates if t["kind"] == kind
-                and (t["metadata"].get("namespace") or "default") == namespace]  # fmt: skip
+        return [
+            t
+            for t in self.templates
+            if t["kind"] == kind and (t["metadata"].get("namespace") or "default") == namespace
+        ]
 
     # -- jobs -------------------------------------------------------------------------------
     def _start(self, folder: Path) -> None:
@@ -153,8 +156,11 @@ class LocalCluster:
             self._start(folder)  # a job that died without a result: resume it
             run["status"] = {"phase": "Running"}
         else:
-            run["status"] = {"phase": "Running", "startTime": job.get("started"),
-                             "progress": _progress(self.work_dir, run)}  # fmt: skip
+            run["status"] = {
+                "phase": "Running",
+                "startTime": job.get("started"),
+                "progress": _progress(self.work_dir, run),
+            }
         return run
 
     def _folder(self, namespace: str, name: str) -> Path:
@@ -181,15 +187,25 @@ def _progress(work_dir: Path, run: Obj) -> Obj | None:
     report = parse_report("\n".join(texts[-1:]))
     if report is None:
         return None
-    return {"recordsRead": report.read, "recordsWritten": report.written,
-            "recordsFailed": report.failed}  # fmt: skip
+    return {
+        "recordsRead": report.read,
+        "recordsWritten": report.written,
+        "recordsFailed": report.failed,
+    }
 
 
 def _clean(obj: Obj) -> Obj:
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
-            if k in ("name", "namespace", "labels", "annotations")}  # fmt: skip
-    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": meta,
-            "spec": obj.get("spec") or {}}  # fmt: skip
+    meta = {
+        k: v
+        for k, v in (obj.get("metadata") or {}).items()
+        if k in ("name", "namespace", "labels", "annotations")
+    }
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": meta,
+        "spec": obj.get("spec") or {},
+    }
 
 
 def _merge(target: Obj, patch: Obj) -> None:

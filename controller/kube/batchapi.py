@@ -68,8 +68,12 @@ class KubeBatchCluster:
         return dict(status.get("user") or {})
 
     def review_access(self, user: Obj, *, namespace: str, verb: str, name: str) -> bool:
-        attributes = {"namespace": namespace, "verb": verb, "group": "longrun.dev",
-                      "resource": "inferenceruns"}  # fmt: skip
+        attributes = {
+            "namespace": namespace,
+            "verb": verb,
+            "group": "longrun.dev",
+            "resource": "inferenceruns",
+        }
         if name:
             attributes["name"] = name
         spec: Obj = {
@@ -81,8 +85,11 @@ class KubeBatchCluster:
             spec["uid"] = user["uid"]
         if user.get("extra"):
             spec["extra"] = user["extra"]
-        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                  "spec": spec}  # fmt: skip
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": spec,
+        }
         answer = self.transport.request("POST", ACCESS_REVIEWS, body=review) or {}
         return bool((answer.get("status") or {}).get("allowed"))
 

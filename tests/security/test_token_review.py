@@ -22,10 +22,14 @@ PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 def review(handle: KubeHandle, token: str) -> dict[str, Any]:
     api = handle.api_client()
     try:
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                "spec": {"token": token}}  # fmt: skip
-        answer: Any = api.call_api(*api.param_serialize("POST", PATH, body=body,
-                                                        auth_settings=["BearerToken"]))  # fmt: skip
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        }
+        answer: Any = api.call_api(
+            *api.param_serialize("POST", PATH, body=body, auth_settings=["BearerToken"])
+        )
         answer.read()
         assert answer.status == 201, answer.data
         return dict(json.loads(answer.data)["status"])
@@ -43,8 +47,11 @@ def test_a_service_account_token_is_its_account(kube_each_backend: KubeHandle) -
     assert status["authenticated"] is True
     user = status["user"]
     assert user["username"] == f"system:serviceaccount:{ns}:bot"
-    assert user["groups"] == ["system:serviceaccounts", f"system:serviceaccounts:{ns}",
-                              "system:authenticated"]  # fmt: skip
+    assert user["groups"] == [
+        "system:serviceaccounts",
+        f"system:serviceaccounts:{ns}",
+        "system:authenticated",
+    ]
     assert user["uid"]
 
 
