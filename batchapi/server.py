@@ -134,7 +134,17 @@ class _Handler(BaseHTTPRequestHandler):
             status = 500
             self._refuse(ApiFailure(500, "Internal error; see the server's log."), body, request_id)
         elapsed = round((time.monotonic() - started) * 1000)
-        log.info("request", extra={**context, "status": status, "ms": elapsed, "id": request_id})
+        fields = {**context, "status": status, "ms": elapsed, "id": request_id}
+        log.info(
+            "%s %s %d %s %s %d ms",
+            method,
+            context["route"] or parts.path,
+            status,
+            context["namespace"] or "-",
+            context["user"] or "-",
+            elapsed,
+            extra=fields,
+        )
 
     def _body(self, method: str) -> BodyReader | None:
         headers = self.headers
