@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +29,14 @@ from e2e.fixtures import eventually
 from e2e.peers.server import PeerServer
 from e2e.system import ROOT, System, free_port
 from e2e.tokens import service_account_token
+from tests.support import service_unavailable
 
 Obj = dict[str, Any]
 MODEL = "tiny-llama"
 ENDPOINT = "/v1/chat/completions"
 VERBS = ["create", "get", "list", "patch", "delete"]
+NODE_OPENAI = "7.59.0"  # the npm `openai` package the Node test drives the API with
+NPM_CACHE = Path.home() / ".cache" / "longrun" / "npm"
 
 
 @dataclass
@@ -185,3 +190,32 @@ def wait_status(client: openai.OpenAI, batch_id: str, *wanted: str, timeout: flo
     except AssertionError as exc:
         waited = round(time.monotonic() - started)
         raise AssertionError(f"after {waited} s, statuses {seen}: {exc}") from None
+
+
+def serve_batch_api(system: System, tmp_path: Path) -> Iterator[BatchApiProcess]:
+    """`longrun batch-api` on the system's cluster (admin kubeconfig), files in a directory,
+    stopped after (the `batch_api` fixture of the test modules)."""
+    assert system.handle is not None
+    api = BatchApiProcess(system.handle.kubeconfig_path, tmp_path / "batch-api").start()
+    yield api
+    api.stop()
+
+
+def node_openai() -> Path:
+    """The node_modules holding the pinned npm `openai` (installed once, outside the repo)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        service_unavailable("node and npm (the Node client test)")
+    folder = NPM_CACHE / f"openai-{NODE_OPENAI}"
+    modules = folder / "node_modules"
+    if not (modules / "openai" / "package.json").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--silent", f"openai@{NODE_OPENAI}"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if done.returncode != 0:
+            service_unavailable(f"npm install openai@{NODE_OPENAI}: {done.stderr[-500:]}")
+    return modules

@@ -24,6 +24,7 @@ from tests.e2e.batch_api import (
     ENDPOINT,
     BatchApiProcess,
     requests_file,
+    serve_batch_api,
     tenant,
     wait_status,
 )
@@ -33,10 +34,7 @@ pytestmark = pytest.mark.requires_service
 
 @pytest.fixture
 def batch_api(system: System, tmp_path: Path) -> Iterator[BatchApiProcess]:
-    assert system.handle is not None
-    api = BatchApiProcess(system.handle.kubeconfig_path, tmp_path / "batch-api").start()
-    yield api
-    api.stop()
+    yield from serve_batch_api(system, tmp_path)
 
 
 def test_a_batch_runs_on_llama_cpp_and_its_results_download(
