@@ -161,7 +161,7 @@ def _store(args: argparse.Namespace) -> Any:
     if args.s3_bucket:
         from batchapi.s3store import S3Store
 
-        return S3Store(
+        s3 = S3Store(
             bucket=args.s3_bucket,
             prefix=args.s3_prefix,
             endpoint_url=args.s3_endpoint_url,
@@ -169,6 +169,8 @@ def _store(args: argparse.Namespace) -> Any:
             force_path_style=args.s3_path_style,
             runner_secret=args.s3_runner_secret,
         )
+        s3.check()
+        return s3
     from batchapi.store import DirectoryStore
 
     directory = args.files_dir or (

@@ -66,6 +66,16 @@ class S3Store:
             "s3", endpoint_url=self.endpoint_url, region_name=self.region, config=config
         )
 
+    def check(self) -> None:
+        """ValueError in one line when the bucket cannot be used (no credentials, no bucket)."""
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except (
+            Exception
+        ) as exc:  # botocore's ClientError, NoCredentialsError, EndpointConnectionError
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            raise ValueError(f"--s3-bucket {self.bucket}: {text}") from None
+
     def _key(self, key: str) -> str:
         return self.prefix + key
 

@@ -47,6 +47,7 @@ class BatchApiProcess:
     workdir: Path
     store_args: list[str] = field(default_factory=list)
     extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
     url: str = ""
@@ -72,7 +73,7 @@ class BatchApiProcess:
         ]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                argv, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env={**os.environ}
+                argv, stdout=subprocess.PIPE, stderr=log, cwd=ROOT, env={**os.environ, **self.env}
             )
         assert self.process.stdout is not None
         line = self.process.stdout.readline()

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import boto3
 import pytest
 
 from e2e.peers.server import PeerServer
@@ -66,6 +68,60 @@ def test_a_batch_runs_on_llama_cpp_and_its_results_download(
         assert [b.id for b in listed] == [batch.id]
     run = system.get("inferencerun", "batch-" + batch.id.removeprefix("batch_"), ns)
     assert run is not None and run["status"]["phase"] == "Succeeded"
+
+
+def test_files_in_s3_reach_the_runner_and_its_results_the_client(
+    system: System, llama_chat_server: PeerServer, moto_endpoint: str, tmp_path: Path
+) -> None:
+    keys = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=moto_endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    bucket = f"batches-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    store = [
+        "--s3-bucket",
+        bucket,
+        "--s3-prefix",
+        "batch-api",
+        "--s3-endpoint-url",
+        moto_endpoint,
+        "--s3-path-style",
+        "--s3-runner-secret",
+        "runner-s3",
+    ]
+    assert system.handle is not None
+    env = {**keys, "AWS_DEFAULT_REGION": "us-east-1"}
+    api = BatchApiProcess(system.handle.kubeconfig_path, tmp_path / "api", store, env=env)
+    api.start()
+    try:
+        ns, key = tenant(system, "batch-s3", llama_chat_server)
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "runner-s3"},
+            "stringData": keys,
+        }
+        system.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(secret))
+        with api.client(key, ns) as client:
+            uploaded = client.files.create(file=("r.jsonl", requests_file(15)), purpose="batch")
+            batch = client.batches.create(
+                input_file_id=uploaded.id, endpoint=ENDPOINT, completion_window="24h"
+            )
+            done = wait_status(client, batch.id, "completed")
+            assert done.request_counts.completed == 15
+            lines = client.files.content(done.output_file_id).read().splitlines()
+            ids = sorted(json.loads(line)["custom_id"] for line in lines)
+            assert ids == sorted(f"req-{i}" for i in range(15))
+        stored = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
+        assert f"batch-api/{ns}/files/{uploaded.id}.jsonl" in stored
+        assert any(k.startswith(f"batch-api/{ns}/batches/{batch.id}/output/part-") for k in stored)
+    finally:
+        api.stop()
 
 
 def test_a_cancelled_batch_keeps_what_it_finished(
