@@ -19,9 +19,9 @@ import pytest
 from e2e.peers import EnvBuildError, ensure_env
 from e2e.peers.fixtures import skip_or_fail
 
-pytestmark = [pytest.mark.slow, pytest.mark.requires_service]
 
-
+@pytest.mark.slow
+@pytest.mark.requires_service
 def test_quickstart_runs_a_100_request_batch_from_an_openai_program(repo_root: Path) -> None:
     try:
         ensure_env("llama")
@@ -48,3 +48,10 @@ def test_quickstart_runs_a_100_request_batch_from_an_openai_program(repo_root: P
     assert not list(work.glob("serving/*/*/serving.json"))  # the model server was stopped
     program = (repo_root / "testdata/quickstart-batch-api/batch.py").read_text()
     assert program.count("os.environ") == 2  # base_url and api_key, nothing else differs
+
+
+def test_the_readme_shows_the_quickstart_program(repo_root: Path) -> None:
+    program = (repo_root / "testdata/quickstart-batch-api/batch.py").read_text()
+    shown = program[program.index("client = OpenAI(") :].rstrip()
+    readme = (repo_root / "README.md").read_text()
+    assert f"```python\n{shown}\n```" in readme
