@@ -12,7 +12,8 @@ Capping (`runner.tokensPerMinute`, `TokenLimiter`): providers count a request's 
 it starts, from an estimate; the runner cannot know a request's tokens before its answer, so
 each request reserves an upper bound before it is sent (`request_bound`): the size of its
 JSON body in bytes (no tokenizer makes more text tokens than bytes) plus its completion cap
-(`max_tokens`, `max_completion_tokens` or `max_output_tokens`, times `n`). When the answer
+(`max_tokens`, `max_completion_tokens` or `max_output_tokens`, times `n`, times the prompts
+of a completions list). When the answer
 comes, the reservation is replaced by the answer's `usage.total_tokens`. A request starts
 only when the reservations and charges of the requests started in the last 60 seconds plus
 its own bound fit under the cap, or when nothing else started within the window (a request
@@ -99,7 +100,15 @@ def request_bound(body: Mapping[str, Any], size: int, *, completes: bool = True)
         return None
     choices = body.get("n", 1)
     choices = choices if isinstance(choices, int) and choices > 0 else 1
-    return size + cap * choices
+    return size + cap * choices * _prompts(body.get("prompt"))
+
+
+def _prompts(prompt: Any) -> int:
+    """How many prompts a completions request holds: a list of texts (or of token lists) is
+    one prompt each; a text, or one list of token ids, is one."""
+    if isinstance(prompt, list) and prompt and all(isinstance(p, str | list) for p in prompt):
+        return len(prompt)
+    return 1
 
 
 @dataclass(eq=False)
@@ -123,6 +132,12 @@ class TokenLimiter:
         self._used = 0  # the tokens of the window's reservations, kept as they change
         self._unbounded = 0  # requests without a bound in flight: one at most
         self._cond = threading.Condition()
+
+    @property
+    def used(self) -> int:
+        """The tokens the window holds now (reservations and charges)."""
+        with self._cond:
+            return self._used
 
     def try_acquire(self, bound: int | None) -> Reservation | float:
         """A reservation for a request with at most `bound` tokens (None: unknown), or the

@@ -1,7 +1,8 @@
 """LLM runs end to end in the runner: OpenAI batch files, bodies from rows, tokens counted.
 
 Real: `runners.cli.main` in-process (contract file in, exit code and summary out), the
-pipeline, the file backend, the SQL backend on SQLite, the S3 backend on moto's S3 server,
+pipeline, the file backend, the SQL backend on SQLite (its sink also on PostgreSQL and
+MariaDB), the S3 backend on moto's S3 server,
 the OpenAI clients over real HTTP. Faked: the model server, a small OpenAI-compatible server
 (tests/runners/openai_stub.py) whose answers and usage are deterministic. The same runs
 against a real llama.cpp server: tests/local/test_examples_run.py.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -19,10 +21,14 @@ from typing import Any
 import pytest
 from fakes import contract
 from openai_stub import MODEL, OpenAIStub, serve
+from runner_stores import drop_tables
 
+from contracts.storage import SqlStorage
 from runners import cli
+from runners.api import OutputRecord, RunContext
 from runners.opening import load_contract, open_all
 from runners.pipeline import Pipeline, Stats
+from runners.storage.sql import SqlSink
 from runners.tokens import sum_usage
 
 CHAT = "/v1/chat/completions"
@@ -291,3 +297,32 @@ def test_failed_requests_run_again_from_an_sql_error_table(env: Path, stub: Open
 
     assert code == 0 and summary["recordsWritten"] == 2
     assert [line["custom_id"] for line in lines(env / "retry")] == ["q0", "q3"]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgres", "mariadb"])
+def test_every_sql_dialect_keeps_usage_in_its_column_and_counts_it_on_resume(
+    request: pytest.FixtureRequest, tmp_path: Path, database: str
+) -> None:
+    url = (
+        f"sqlite:///{tmp_path / 'out.db'}"
+        if database == "sqlite"
+        else request.getfixturevalue(f"{database}_url")
+    )
+    table = f"usage_{uuid.uuid4().hex[:10]}"
+    ctx = RunContext(run_uid="uid-1", job_name="job-1")
+    usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    records = [OutputRecord(str(n), n, {"p": n}, f"a{n}", usage) for n in range(3)]
+    try:
+        sink = SqlSink(SqlStorage(url=url, table=table), ctx, role="output")
+        sink.write_chunk(0, records)
+        sink.write_chunk(1, [OutputRecord("9", 9, {}, "plain")])  # no usage: NULL
+        assert sink.committed_usage({0, 1}) == {
+            "prompt_tokens": 9,
+            "completion_tokens": 6,
+            "total_tokens": 15,
+        }
+        assert sink.committed_usage({1}) == {}
+        sink.close()
+    finally:
+        if database != "sqlite":
+            drop_tables(url, table)

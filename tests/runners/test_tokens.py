@@ -125,6 +125,8 @@ def test_a_request_bound_is_its_body_size_plus_its_completion_cap() -> None:
     assert request_bound({"max_tokens": 50}, 200) == 250
     assert request_bound({"max_completion_tokens": 50, "n": 3}, 200) == 350
     assert request_bound({"max_output_tokens": 7}, 10) == 17  # /v1/responses
+    assert request_bound({"prompt": ["a", "b", "c"], "max_tokens": 5}, 40) == 55  # a list
+    assert request_bound({"prompt": [1, 2, 3], "max_tokens": 5}, 40) == 45  # one token list
     assert request_bound({"messages": []}, 200) is None  # no cap: no bound
     assert request_bound({"input": "x"}, 30, completes=False) == 30  # embeddings
 

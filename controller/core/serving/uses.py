@@ -124,7 +124,7 @@ def with_deployment(
         )
     except ValidationError as exc:  # body settings the deployment's protocol refuses
         message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
-        return Problem("spec.model", "InvalidConfig", f"model: {message}")
+        return Problem("spec.model", "InvalidConfig", message)
     storage = spec.storage
     wrong = run_problem(
         resolved,

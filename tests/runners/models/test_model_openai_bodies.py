@@ -239,3 +239,5 @@ def test_a_token_cap_releases_a_request_without_a_bound_when_it_fails(ctx: RunCo
     # No max_tokens: each attempt runs alone; the 503'd one must let the retry start.
     assert client.predict(records({"prompt": "x"})) == [Prediction("re: 1")]
     assert len(fake.sent) == 2
+    limiter = client.requests.limiter
+    assert limiter is not None and limiter.used == USAGE["total_tokens"]  # charged its usage
