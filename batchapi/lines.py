@@ -3,7 +3,8 @@
 OpenAI validates a batch's input file before it runs and, when a line breaks a rule, fails the
 whole batch with `errors.data`: one `{code, message, param, line}` per bad line. The same rules
 are checked here during the upload (the bytes pass through once, nothing is held but the line
-being read and a digest per `custom_id`), and what is found is kept with the file; creating a
+being read and a 16-byte digest per `custom_id`, for at most `max_requests` lines), and what
+is found is kept with the file; creating a
 batch then adds the rules that need the batch's `endpoint` (`url_mismatch`) and its one model
 (`model_mismatch`) from the urls and models the file names.
 
@@ -134,7 +135,9 @@ class LineChecker:
         if self.check.requests == self.max_requests + 1:
             message = f"The file holds more than {self.max_requests} requests."
             self._error(LineError("too_many_tasks", message, number))
-        problem = line_problem(raw, number, seen=self._seen)
+            self._seen = set()  # the file is refused anyway: memory stays bounded
+        seen = self._seen if self.check.requests <= self.max_requests else set()
+        problem = line_problem(raw, number, seen=seen)
         if problem is not None:
             self._error(problem)
             return
