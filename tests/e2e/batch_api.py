@@ -107,9 +107,10 @@ class BatchApiProcess:
         )
 
 
-def template(namespace: str, llama: PeerServer, **runner: object) -> Obj:
-    """An InferenceConfig serving MODEL to the Batch API (its storage is replaced per batch)."""
-    return {
+def template(namespace: str, server: PeerServer, **runner: object) -> Obj:
+    """An InferenceConfig serving MODEL on `server` to the Batch API (its storage is replaced
+    per batch), with the server's API key from the Secret `model-key` when it asks for one."""
+    made: Obj = {
         "apiVersion": "longrun.dev/v1alpha1",
         "kind": "InferenceConfig",
         "metadata": {
@@ -118,7 +119,7 @@ def template(namespace: str, llama: PeerServer, **runner: object) -> Obj:
             "annotations": {"longrun.dev/openai-model": MODEL},
         },
         "spec": {
-            "model": {"protocol": "openai-chat", "url": f"{llama.http_url}/v1", "name": MODEL},
+            "model": {"protocol": "openai-chat", "url": f"{server.http_url}/v1", "name": MODEL},
             "storage": {
                 "input": {"file": {"path": "/unused.jsonl"}},
                 "output": {"file": {"path": "/unused"}},
@@ -126,10 +127,28 @@ def template(namespace: str, llama: PeerServer, **runner: object) -> Obj:
             "runner": {"concurrency": 2, "chunkSize": 10, "progressIntervalSeconds": 1, **runner},
         },
     }
+    if getattr(server, "api_key", None):  # vLLM's peer asks for a key (issue 27's peers)
+        made["spec"]["model"]["auth"] = {"secretRef": {"name": "model-key", "key": "api-key"}}
+    return made
+
+
+def key_secret(server: PeerServer) -> list[Obj]:
+    """The Secret holding the server's API key, when it asks for one."""
+    key = getattr(server, "api_key", None)
+    if not key:
+        return []
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "model-key"},
+            "stringData": {"api-key": key},
+        }
+    ]
 
 
 def tenant(
-    system: System, name: str, llama: PeerServer, *, verbs: list[str] = VERBS, **runner: object
+    system: System, name: str, server: PeerServer, *, verbs: list[str] = VERBS, **runner: object
 ) -> tuple[str, str]:
     """(namespace, API key): a namespace serving MODEL, and a ServiceAccount's token allowed
     `verbs` on InferenceRuns there."""
@@ -152,7 +171,7 @@ def tenant(
         "kind": "ServiceAccount",
         "metadata": {"name": "client", "namespace": ns},
     }
-    objects = [account, role, binding, template(ns, llama, **runner)]
+    objects = [account, role, binding, *key_secret(server), template(ns, server, **runner)]
     system.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(objects))
     assert system.handle is not None
     return ns, service_account_token(system.handle, ns, "client")

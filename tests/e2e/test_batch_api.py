@@ -70,6 +70,36 @@ def test_a_batch_runs_on_llama_cpp_and_its_results_download(
     assert run is not None and run["status"]["phase"] == "Succeeded"
 
 
+@pytest.fixture
+def vllm(request: pytest.FixtureRequest) -> PeerServer:
+    """vLLM's peer server, where this tree has it (issue 27 item 5 adds it to e2e/peers)."""
+    try:
+        server: PeerServer = request.getfixturevalue("vllm_server")
+    except pytest.FixtureLookupError:
+        pytest.skip("no vLLM peer in this tree (e2e/peers' vllm_server, issue 27 item 5)")
+    return server
+
+
+def test_a_batch_runs_on_vllm(vllm: PeerServer, system: System, batch_api: BatchApiProcess) -> None:
+    ns, key = tenant(system, "batch-vllm", vllm)
+    with batch_api.client(key, ns) as client:
+        uploaded = client.files.create(file=("r.jsonl", requests_file(40)), purpose="batch")
+        batch = client.batches.create(
+            input_file_id=uploaded.id, endpoint=ENDPOINT, completion_window="24h"
+        )
+        done = wait_status(client, batch.id, "completed", timeout=300)
+        raw = client.batches.with_raw_response.retrieve(batch.id).http_response.json()
+        strict("batch", raw)
+        assert raw["request_counts"] == {"total": 40, "completed": 40, "failed": 0}
+        lines = [
+            json.loads(x) for x in client.files.content(done.output_file_id).read().splitlines()
+        ]
+        assert sorted(line["custom_id"] for line in lines) == sorted(f"req-{i}" for i in range(40))
+        assert {line["response"]["body"]["object"] for line in lines} == {"chat.completion"}
+        usage = sum(line["response"]["body"]["usage"]["total_tokens"] for line in lines)
+        assert raw["usage"]["total_tokens"] == usage > 0
+
+
 def test_files_in_s3_reach_the_runner_and_its_results_the_client(
     system: System, llama_chat_server: PeerServer, moto_endpoint: str, tmp_path: Path
 ) -> None:
