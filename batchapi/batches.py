@@ -11,6 +11,7 @@ two creations) gets it made again when seen.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from batchapi.manifests import (
     batch_of,
     cancel_patch,
     config_manifest,
+    failed_patch,
     run_manifest,
 )
 from batchapi.ports import Cluster
@@ -36,6 +38,7 @@ from batchapi.store import FileMeta
 from batchapi.templates import Template, find_templates, pick
 from controller.core.ports import ApiError
 
+log = logging.getLogger("longrun.batchapi")
 Obj = dict[str, Any]
 WINDOW = re.compile(r"^([1-9][0-9]{0,3})h$")
 SELECTOR = f"{BATCH_LABEL}={BATCH_LABEL_VALUE}"
@@ -88,8 +91,25 @@ class Batches:
         template = pick(batch.model, self._templates(namespace))
         batch = NewBatch(**{**batch.__dict__, "template": template.ref})
         run = self.cluster.create_run(namespace, run_manifest(batch))
-        self._create_config(run, template)
-        return self._object(run)
+        return self._object(self._configure(run, template))
+
+    def _configure(self, run: Obj, template: Template) -> Obj:
+        """Create the run's config; the run, failed when the API server refuses the config
+        (the template cannot be run), as it was when the API server did not answer (the
+        config is made again when the batch is next read)."""
+        try:
+            self._create_config(run, template)
+        except ApiError as exc:
+            if exc.status in (400, 422):
+                message = f"{template.ref} cannot run this batch: {exc.message}"
+                patch = failed_patch("invalid_template", message)
+                return self.cluster.patch_run(
+                    run["metadata"]["namespace"], run["metadata"]["name"], patch
+                )
+            if exc.status not in (0, 429) and exc.status < 500:
+                raise
+            log.warning("config of %s not created yet: %s", run["metadata"]["name"], exc)
+        return run
 
     def _templates(self, namespace: str) -> dict[str, list[Template]]:
         configs = self.cluster.list_configs(namespace)
@@ -158,7 +178,7 @@ class Batches:
         return run
 
     def _object(self, run: Obj) -> Obj:
-        self._repair(run)
+        run = self._repair(run)
         return lifecycle.batch_object(run, lines=self._finalize(run))
 
     def _finalize(self, run: Obj) -> dict[str, int] | None:
@@ -183,18 +203,18 @@ class Batches:
             found[role] = int(meta.extra.get("lines") or 0)
         return found
 
-    def _repair(self, run: Obj) -> None:
-        """Make the config of a run that waits for it (ConfigNotFound) again."""
+    def _repair(self, run: Obj) -> Obj:
+        """Make the config of a run that waits for it (ConfigNotFound) again; the run."""
         batch = batch_of(run)
         if batch.errors or lifecycle.is_finished(run) or not _waits_for_config(run):
-            return
+            return run
         if self.cluster.get_config(batch.namespace, batch.name) is not None:
-            return
+            return run
         try:
             template = pick(batch.model, self._templates(batch.namespace))
         except ApiFailure:
-            return  # the template went away: the run stays Pending, its status says why
-        self._create_config(run, template)
+            return run  # the template went away: the run stays Pending, its status says why
+        return self._configure(run, template)
 
 
 def _waits_for_config(run: Obj) -> bool:

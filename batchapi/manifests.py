@@ -158,6 +158,13 @@ def config_manifest(batch: NewBatch, template: Template, *, run_uid: str, storag
     }
 
 
+def failed_patch(code: str, message: str) -> Obj:
+    """The merge patch that fails a batch which cannot run (its config was refused): the run
+    is cancelled before it starts, with the reason as the batch's `errors`."""
+    error = {"code": code, "message": message, "param": None, "line": None}
+    return {"metadata": {"annotations": {ERRORS: json.dumps([error])}}, "spec": {"cancel": True}}
+
+
 def cancel_patch(now: int) -> Obj:
     """The merge patch that cancels a batch's run (keeping what it committed)."""
     return {"metadata": {"annotations": {CANCELLING_AT: str(now)}}, "spec": {"cancel": True}}

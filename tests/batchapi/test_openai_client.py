@@ -16,6 +16,7 @@ import openai
 import pytest
 
 from batchapi.manifests import ERRORS
+from controller.core.ports import ApiError
 from tests.batchapi.conftest import MODEL, Served
 from tests.batchapi.strict import strict
 
@@ -287,3 +288,44 @@ def test_files_of_a_directory_store_are_listed_only_once_whole(
     (folder / ".upload-half.jsonl.1.2").write_bytes(b'{"custom_id"')  # a killed upload
     (folder / "file-0000000000000000000000000000000000000000.jsonl").write_bytes(b"{}")
     assert [f.id for f in client.files.list()] == [file_id]
+
+
+def test_a_config_the_api_server_refuses_fails_the_batch_with_the_reason(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(namespace: str, config: dict[str, object]) -> None:
+        raise ApiError(422, 'InferenceConfig "x" is invalid: spec.runner.concurrency: 0')
+
+    monkeypatch.setattr(served.cluster, "create_config", refuse)
+    client = served.client("alice-token")
+    batch = client.batches.create(
+        input_file_id=upload(client, [request_line(0)]), endpoint=ENDPOINT, completion_window="24h"
+    )
+    failed = raw_batch(client, batch.id)
+    (error,) = failed["errors"]["data"]  # type: ignore[index]
+    assert failed["status"] == "failed" and error["code"] == "invalid_template"
+    assert error["message"].startswith("InferenceConfig/llm cannot run this batch: ")
+
+
+def test_a_run_left_without_its_config_gets_it_when_read(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create = served.cluster.create_config
+
+    def unanswered(namespace: str, config: dict[str, object]) -> None:
+        raise ApiError(0, "ConnectionRefusedError")
+
+    monkeypatch.setattr(served.cluster, "create_config", unanswered)
+    client = served.client("alice-token")
+    batch = client.batches.create(
+        input_file_id=upload(client, [request_line(0)]), endpoint=ENDPOINT, completion_window="24h"
+    )
+    assert batch.status == "validating"
+    name = "batch-" + batch.id.removeprefix("batch_")
+    assert ("team-a", name) not in served.cluster.configs
+    monkeypatch.setattr(served.cluster, "create_config", create)
+    waiting = {"type": "Accepted", "status": "False", "reason": "ConfigNotFound"}
+    served.cluster.runs[("team-a", name)]["status"] = {"phase": "Pending", "conditions": [waiting]}
+    assert client.batches.retrieve(batch.id).status == "validating"
+    config = served.cluster.configs[("team-a", name)]
+    assert config["metadata"]["ownerReferences"][0]["name"] == name
