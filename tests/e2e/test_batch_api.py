@@ -68,6 +68,9 @@ def test_a_batch_runs_on_llama_cpp_and_its_results_download(
         assert [b.id for b in listed] == [batch.id]
     run = system.get("inferencerun", "batch-" + batch.id.removeprefix("batch_"), ns)
     assert run is not None and run["status"]["phase"] == "Succeeded"
+    logged = batch_api.log.read_text()
+    assert f"create_batch 200 {ns} system:serviceaccount:{ns}:client" in logged
+    assert key not in logged and "Count to" not in logged  # no token, no file content
 
 
 @pytest.fixture
