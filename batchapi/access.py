@@ -89,6 +89,13 @@ class Gate:
                 "`kubectl create token <serviceaccount>`) as the API key.",
                 code="invalid_api_key",
             )
+        if not self.settings.serves(namespace):
+            raise ApiFailure(
+                403,
+                f"This server does not serve namespace {namespace} (its files live where only "
+                "some namespaces' runner pods can read them).",
+                code="permission_denied",
+            )
         if not self.allows(user, namespace=namespace, verb=verb):
             raise ApiFailure(
                 403,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 
 import openai
 import pytest
@@ -111,3 +112,11 @@ def test_ids_are_unguessable(served: Served) -> None:
         random_part = batch_id.removeprefix("batch_")
         assert len(random_part) == 32 and int(random_part, 16) >= 0  # 128 random bits
     assert len(file_id.removeprefix("file-")) == 40  # 8 hex digits of time + 128 random bits
+
+
+def test_a_namespace_the_server_does_not_serve_is_refused(serve: Callable[..., Served]) -> None:
+    served = serve(namespaces=("team-b",))
+    with pytest.raises(openai.PermissionDeniedError, match="does not serve namespace team-a"):
+        served.client("alice-token").batches.list()
+    status, _ = answer(served, "GET", "/namespaces/team-a/v1/files/file-" + "0" * 40, "alice-token")
+    assert status == 404
