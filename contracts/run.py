@@ -294,6 +294,14 @@ class InferenceRunStatus(Schema):
         default=None,
         description="The config version the run's children were rendered from (see configRef).",
     )
+    model_deployment: Annotated[str, StringConstraints(max_length=317)] | None = Field(
+        default=None,
+        description=(
+            "The ModelDeployment (namespace/name) this run is admitted to use: its config's "
+            "model.deploymentRef, once the deployment allows the run. What on-demand scaling "
+            "counts while the run is live; unset for a refused run."
+        ),
+    )
     config_map_name: ObjectName | None = Field(
         default=None, description="ConfigMap holding the rendered contract."
     )

@@ -15,6 +15,7 @@ express a discriminated union, a map with at most one property can.
 from contracts.serving.deployment import (
     IDLE_ABOVE,
     IDLE_WITH_HPA,
+    AcceptedModel,
     ApiKeysStatus,
     AuthSpec,
     Autoscaling,
@@ -93,6 +94,7 @@ __all__ = [
     "SERVING_RESOURCE_MODELS",
     "SHA256_PATTERN",
     "SOURCE_HELP",
+    "AcceptedModel",
     "ApiKeysStatus",
     "Arg",
     "AuthSpec",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     ConfigDict,
@@ -326,6 +326,20 @@ class ApiKeysStatus(Schema):
     )
 
 
+class AcceptedModel(Schema):
+    """The Model version a deployment's children are rendered from (see modelRef.generation)."""
+
+    uid: Annotated[str, StringConstraints(max_length=128)] = Field(description="The Model's UID.")
+    generation: int = Field(ge=0, description="The Model's metadata.generation.")
+    spec: dict[str, Any] = Field(
+        default_factory=dict,
+        description=(
+            "The Model's spec at that generation, without allowedNamespaces: what the pods are "
+            "rendered from while a later change of the Model waits to be accepted."
+        ),
+    )
+
+
 class ModelDeploymentStatus(Schema):
     """What the controller observed about a deployment; runs read endpoint, protocol and key."""
 
@@ -362,6 +376,10 @@ class ModelDeploymentStatus(Schema):
     api_keys: ApiKeysStatus | None = Field(
         default=None, description="What the controller knows of the keys it made (no key)."
     )
+    accepted_model: AcceptedModel | None = Field(
+        default=None,
+        description="The Model version the pods are rendered from (modelRef only).",
+    )
     active_runs: list[Annotated[str, StringConstraints(max_length=317)]] = Field(
         default_factory=list, max_length=64, description="Runs using the deployment now (ns/name)."
     )
@@ -371,6 +389,6 @@ class ModelDeploymentStatus(Schema):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
-        description="ModelCached, Available, Progressing.",
+        description="ModelCached, Available, Progressing; ModelCurrent for a pinned Model.",
         json_schema_extra=LIST_MAP_BY_TYPE,
     )

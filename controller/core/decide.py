@@ -71,13 +71,15 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     if uses.gave_up(obs.previous):  # its deployment never became Available: never starts
         return Decision((), obs.previous)
     writes: tuple[ChildWrite, ...] = ()
-    problem, pin = obs.problem, None
+    problem, pin, use = obs.problem, None, None
     if problem is None and obs.is_started:
         # Frozen, but for the two fields a user may change: suspend, and cancel (for good).
         writes = tuple(w for w in [suspend_write(obs)] if w is not None)
+        use = started_use(obs)
     elif problem is None and not obs.spec.cancel:  # cancelled before it started: nothing runs
         resolved = _resolve(obs, settings)
         pin = None if isinstance(resolved, Problem) else config_pin(obs)
+        use = uses.admitted_to(resolved, obs.config) if pin is None or pin.follow else None
         if isinstance(resolved, Problem):
             problem = resolved
         elif obs.answer is not None or (pin is not None and not pin.follow):
@@ -86,7 +88,8 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
             config_map = builders.build_config_map(resolved, settings)
             job = builders.build_job(resolved, settings)
             writes, problem = _child_writes(obs, [(config_map, obs.config_map), (job, obs.job)])
-    status = _pinned(one_shot_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
+    status = one_shot_status(obs, problem=problem, now=stamp)
+    status = _pinned(status.model_copy(update={"model_deployment": use}), obs, pin, now=stamp)
     status = with_progress(status, obs, now=stamp)
     status, waiting = uses.waiting_status(
         status,
@@ -137,6 +140,7 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         resolved = None if isinstance(found, Problem) else found
         problem = found if isinstance(found, Problem) else None
     pin = config_pin(obs) if resolved is not None else None
+    use = _scheduled_use(obs, resolved or problem)
     if resolved is not None and obs.answer is not None:
         problem = obs.answer
     elif pin is not None and not pin.follow:
@@ -148,7 +152,8 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         pairs = [(config_map, obs.config_map), (cron_job, obs.cron_job)]
         writes, problem = _child_writes(obs, pairs)
     stamp = now.replace(microsecond=0)
-    status = _pinned(scheduled_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
+    status = scheduled_status(obs, problem=problem, now=stamp)
+    status = _pinned(status.model_copy(update={"model_deployment": use}), obs, pin, now=stamp)
     status = with_progress(status, obs, now=stamp)
     waits = [_until_next(status, settings, now=now), progress_wait(status, obs, settings, now=now)]
     deletions: list[Delete[Kind]] = []
@@ -182,6 +187,33 @@ def _pinned(
     return status.model_copy(
         update={"accepted_config": accepted, "conditions": [*status.conditions, *kept]}
     )
+
+
+def _scheduled_use(obs: Observed, found: Resolved | Problem | None) -> str | None:
+    """The deployment a scheduled run uses: the one the config version its CronJob runs
+    admitted it to (while a change of a shared config waits, the accepted version's)."""
+    if obs.problem is not None or obs.config is None:
+        return None
+    if obs.cron_job is not None and not config_pin(obs).follow:
+        return obs.previous.model_deployment
+    return uses.admitted_to(found, obs.config)
+
+
+def started_use(obs: Observed) -> str | None:
+    """The deployment a started one-shot run uses: the one it was admitted to. A run started
+    before runs recorded it (status.modelDeployment) counts for its config's deploymentRef
+    if the config is still the version the run accepted."""
+    previous = obs.previous
+    if previous.model_deployment is not None or obs.config is None:
+        return previous.model_deployment
+    meta = obs.config.get("metadata") or {}
+    accepted = previous.accepted_config
+    unchanged = accepted is not None and (accepted.uid, accepted.generation) == (
+        meta.get("uid"),
+        meta.get("generation"),
+    )
+    target = uses.target_of(obs.config)
+    return target.key if unchanged and target is not None else None
 
 
 def _resolve(obs: Observed, settings: Settings) -> Resolved | Problem:
