@@ -64,7 +64,7 @@ def plan_keys(
     reason = new_keys_reason(obs, r, have)
     if reason is None:
         assert have is not None
-        return KeyPlan((), have, have.version, revokes_old_keys(obs, have.version))
+        return KeyPlan((), have, have.version, revokes_old_keys(obs, r, have.version))
     count = r.spec.auth.key_count
     made = ApiKeysStatus(
         version=entropy(VERSION_BYTES).hex(),
@@ -133,7 +133,7 @@ def serves_old_keys(pods: Sequence[Obj], version: str) -> bool:
     return False
 
 
-def revokes_old_keys(obs: ServingObserved, version: str) -> bool:
+def revokes_old_keys(obs: ServingObserved, r: ServingResolved, version: str) -> bool:
     """Whether the window in which old keys still work must end now.
 
     New keys are in the Secret at once, but the pods started before accept the old ones
@@ -142,9 +142,12 @@ def revokes_old_keys(obs: ServingObserved, version: str) -> bool:
     left, the window would never end; then the Deployment is switched to `Recreate`, which
     stops every old pod at once (nothing serves until new pods are ready), and back to its
     own strategy once they are gone. Once switched, it stays so while they serve: the
-    Deployment's new generation reads as a rollout under way until its controller saw it."""
+    Deployment's new generation reads as a rollout under way until its controller saw it.
+    A deployment whose own strategy is Recreate stops its old pods itself."""
     deployment = obs.children.deployment
     if deployment is None or not serves_old_keys(obs.children.pods, version):
+        return False
+    if builders.rollout_strategy(r)["type"] == "Recreate":
         return False
     switched = ((deployment.get("spec") or {}).get("strategy") or {}).get("type") == "Recreate"
     return switched or rollout_of(deployment).deadline_exceeded

@@ -106,7 +106,7 @@ def verdict(
         return Verdict("Pending", "Creating")
     roll = rollout_of(dep)
     issue = pod_issue(obs.children.pods)
-    if roll.deadline_exceeded and revoking:
+    if revoking:  # after a stuck rollout (keys.py): the old pods are being stopped
         return Verdict("Failed", "OldKeysRevoked", _join(OLD_KEYS_REVOKED, issue))
     if roll.deadline_exceeded:
         said = "the rollout made no progress before its deadline (ProgressDeadlineExceeded)"

@@ -131,7 +131,10 @@ def test_once_switched_it_stays_so_until_the_old_pods_are_gone_then_switches_bac
     recreate = {"type": "Recreate"}
     # The Deployment's controller has not seen the switch yet: no deadline reads as exceeded.
     obj, children = after_rotation(ROLLING, strategy=recreate)
-    assert strategy_written(decide(obj, children=children)) is None  # still Recreate
+    switched = decide(obj, children=children)
+    assert strategy_written(switched) is None  # still Recreate
+    progressing = next(c for c in switched.status.conditions if c.type == "Progressing")
+    assert progressing.reason == "OldKeysRevoked"  # and still said
     obj, children = after_rotation(DEADLINE, strategy=recreate, old_deleting=True)
     back = strategy_written(decide(obj, children=children))
     assert back is not None and back["type"] == "RollingUpdate"
@@ -152,6 +155,15 @@ def test_a_stuck_rollout_without_old_keys_is_left_to_its_owner() -> None:
     pods = [server_pod("chat-new", version, ready=False)]
     decision = decide(obj, children=children_of(first, deployment=dep, pods=pods))
     assert strategy_written(decision) is None
+    assert next(c for c in decision.status.conditions if c.type == "Progressing").reason == (
+        "ProgressDeadlineExceeded"
+    )
+
+
+def test_a_deployment_that_recreates_by_itself_is_left_alone() -> None:
+    obj, children = after_rotation(DEADLINE)
+    obj["spec"]["cache"] = {"storage": "pvc", "accessMode": "ReadWriteOncePod"}  # Recreate
+    decision = decide(obj, children=children)
     assert next(c for c in decision.status.conditions if c.type == "Progressing").reason == (
         "ProgressDeadlineExceeded"
     )
