@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.core.serving.settings import serving_settings_from_env  # noqa: E402
+from controller.core.serving.settings import local_serving_settings  # noqa: E402
 from e2e.peers import ensure_env  # noqa: E402
 from local.deployment import LocalDeployment, local_deployment  # noqa: E402
 from local.inputs import load_inputs  # noqa: E402
@@ -108,7 +108,7 @@ def deployment(text: str, work: Path) -> LocalDeployment:
     obj = next(iter(inputs.deployments.values()))
     claims = {"models": str(work / "claims")}
     return local_deployment(
-        obj, inputs, serving_settings_from_env(), work_dir=work / "state", claims=claims
+        obj, inputs, local_serving_settings(), work_dir=work / "state", claims=claims
     )
 
 

@@ -21,6 +21,7 @@ from contracts.base import (
     SecretKeyRef,
     cel,
 )
+from contracts.llm import run_problem
 from contracts.model import KServeBlock, ModelBlock, ModelEndpoint, normalize_kserve
 from contracts.run import LIST_MAP_BY_TYPE
 from contracts.storage import (
@@ -153,6 +154,17 @@ class RunnerTuning(Schema):
         gt=0,
         le=100000,
         description="Optional cap on model requests per second.",
+    )
+    tokens_per_minute: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000_000,
+        description=(
+            "OpenAI protocols: optional cap on tokens (prompt + completion) per minute, as "
+            "providers and gateways impose it. Each request reserves an upper bound of its "
+            "tokens before it is sent and is charged its `usage` after; over any minute the "
+            "run stays within the cap, or over it by at most one request (docs/llm-batch.md)."
+        ),
     )
     max_failed_records: int = Field(
         default=0,
@@ -335,6 +347,20 @@ class InferenceConfigSpec(Schema):
             raise ValueError("set only one of model and kserve (kserve is an alias of model)")
         if self.model is None and self.kserve is None:
             raise ValueError("set model (or Krateo's kserve block)")
+        return self
+
+    @model_validator(mode="after")
+    def _llm_rules(self) -> InferenceConfigSpec:
+        # contracts/llm.py; a deploymentRef's protocol is checked once resolved (serving/uses.py)
+        model = self.model if self.kserve is None else normalize_kserve(self.kserve)
+        assert model is not None  # guaranteed by _one_model_block
+        storage = self.storage
+        outputs = {"output": storage.output, "errors": storage.errors}
+        problem = run_problem(
+            model, model.protocol, storage_input=storage.input, outputs=outputs, runner=self.runner
+        )
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def endpoint(self) -> ModelEndpoint:

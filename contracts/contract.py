@@ -13,10 +13,11 @@ import ipaddress
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from contracts.base import ObjectName, Schema
 from contracts.config import RunnerTuning
+from contracts.llm import run_problem
 from contracts.model import KServeBlock, ModelEndpoint
 from contracts.run import RunResult
 from contracts.storage import StorageSpec
@@ -131,6 +132,21 @@ class RunnerContract(Schema):
         default=None,
         description="The controller's network rules for the runner; absent when it sets none.",
     )
+
+    @model_validator(mode="after")
+    def _llm_rules(self) -> RunnerContract:
+        outputs = {"output": self.output, "errors": self.errors}
+        problem = run_problem(
+            self.model,
+            self.model.protocol,
+            storage_input=self.input,
+            outputs=outputs,
+            runner=self.runner,
+            storage="",
+        )
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
     def to_json(self) -> str:
         """Deterministic JSON: sorted keys, unset fields left out, trailing newline."""

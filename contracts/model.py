@@ -13,11 +13,12 @@ their plug-ins never see a deploymentRef.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
 from contracts.base import ModelUrl, NamespaceName, ObjectName, Schema, SecretKeyRef, cel
+from contracts.llm import model_problem, protocol_problem
 
 # The built-in protocols: name -> the runner's ModelClientFactory ("module:Class", imported by
 # the runner only when a contract uses it). The runner's registry and the CRD's pattern read it.
@@ -122,7 +123,33 @@ class _EndpointFields(Schema):
     )
     prompt_field: Annotated[str, StringConstraints(max_length=253)] | None = Field(
         default=None,
-        description="OpenAI protocols: record field holding the prompt or text (default: prompt).",
+        description=(
+            "OpenAI protocols: record field holding the prompt or text (default: prompt, when "
+            "neither messagesField nor bodyField is set)."
+        ),
+    )
+    messages_field: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = Field(
+        default=None,
+        description=(
+            "openai-chat: record field holding the request's `messages` array (or JSON text "
+            "of it), for multi-turn conversations; systemPrompt, when set, goes first."
+        ),
+    )
+    body_field: Annotated[str, StringConstraints(min_length=1, max_length=253)] | None = Field(
+        default=None,
+        description=(
+            "OpenAI protocols: record field holding a whole request body (an object, or JSON "
+            "text of one), merged over `body`; a `model` in it must be model.name."
+        ),
+    )
+    body: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "OpenAI protocols: a JSON object merged into every request body: any parameter the "
+            "endpoint takes (response_format, tools, stop, seed, max_tokens, ...). Not model "
+            "(model.name says it), stream, nor what each record gives (messages, prompt, input). "
+            "maxTokens and temperature are shortcuts for its max_tokens and temperature."
+        ),
     )
     system_prompt: Annotated[str, StringConstraints(max_length=65536)] | None = Field(
         default=None, description="openai-chat: system message sent before each prompt."
@@ -152,6 +179,15 @@ class _EndpointFields(Schema):
     auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
 
+    @model_validator(mode="after")
+    def _body_settings(self) -> _EndpointFields:
+        problem = model_problem(self)
+        if problem is None and self.protocol is not None:
+            problem = protocol_problem(self, self.protocol)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
 
 class ModelEndpoint(_EndpointFields):
     """Which model to call and how: the contract's model block (always resolved)."""
@@ -162,14 +198,22 @@ class ModelEndpoint(_EndpointFields):
 
 
 class DeploymentRef(Schema):
-    """A ModelDeployment whose endpoint a config uses."""
+    """A ModelDeployment (or an InferenceModel: a fleet of external hosts) whose endpoint a
+    config uses."""
 
-    name: ObjectName = Field(description="Name of the ModelDeployment.")
+    name: ObjectName = Field(description="Name of the ModelDeployment (or InferenceModel).")
     namespace: NamespaceName | None = Field(
         default=None,
         description=(
             "Namespace of the ModelDeployment; default: the config's. Another namespace works "
             "only if that deployment lists the run's namespace in spec.allowedNamespaces."
+        ),
+    )
+    kind: Literal["ModelDeployment", "InferenceModel"] = Field(
+        default="ModelDeployment",
+        description=(
+            "ModelDeployment (served by longrun's pods) or InferenceModel (served by external "
+            "hosts, docs/serving.md)."
         ),
     )
 

@@ -94,6 +94,7 @@ RUN_COLUMNS = (
     Column("Progress", ".status.progress.text"),
     Column("Rate", ".status.progress.rateText"),
     Column("ETA", ".status.progress.etaText"),
+    Column("Tokens/s", ".status.progress.tokensPerSecondText", priority=1),
     Column("Last Run", ".status.startTime", "date"),
     Column("Next Run", ".status.nextScheduleTime"),
     Column("Config", ".spec.configRef.name", priority=1),
@@ -110,11 +111,13 @@ RESOURCE_MODELS: dict[str, type[InferenceConfig] | type[InferenceRun]] = {
 
 
 def resource_models() -> dict[str, type[BaseModel]]:
-    """Every longrun kind by name: the run kinds and the serving kinds (Model, ModelDeployment)."""
-    # Imported here: contracts.serving builds on this module's ObjectMeta.
+    """Every longrun kind by name: the run kinds, the serving kinds (Model, ModelDeployment)
+    and the fleet kinds (InferenceHost, InferenceModel)."""
+    # Imported here: contracts.serving and contracts.fleets build on this module's ObjectMeta.
+    from contracts.fleets import FLEET_RESOURCE_MODELS
     from contracts.serving import SERVING_RESOURCE_MODELS
 
-    return {**RESOURCE_MODELS, **SERVING_RESOURCE_MODELS}
+    return {**RESOURCE_MODELS, **SERVING_RESOURCE_MODELS, **FLEET_RESOURCE_MODELS}
 
 
 def parse_resource(doc: dict[str, Any]) -> BaseModel:

@@ -8,9 +8,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
-from contracts.base import Condition, NamespaceName, ObjectName, Schema, cel
+from contracts.base import DNS_SUBDOMAIN, Condition, NamespaceName, ObjectName, Schema, cel
 
-Phase = Literal["Pending", "Running", "Succeeded", "Failed", "Cancelled", "Scheduled", "Suspended"]
+Phase = Literal[
+    "Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled", "Scheduled", "Suspended"
+]
 ExecutionPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 HISTORY_LIMIT = 10
@@ -18,22 +20,19 @@ HISTORY_LIMIT = 10
 # by the CEL rule below (tests/contracts check that this list names every other field).
 ONE_SHOT_MUTABLE = ("suspend", "cancel")
 ONE_SHOT_FIXED_FIELDS = (
-    "configRef",
-    "timeoutSeconds",
-    "parameters",
-    "schedule",
-    "timeZone",
-    "concurrencyPolicy",
-    "successfulJobsHistoryLimit",
-    "failedJobsHistoryLimit",
-    "startingDeadlineSeconds",
-)
+    "configRef", "timeoutSeconds", "parameters", "schedule", "timeZone", "concurrencyPolicy",
+    "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "startingDeadlineSeconds",
+    "queueName", "priorityClassName", "workloadPriorityClassName",
+)  # fmt: skip
 ONE_SHOT_FIXED_MESSAGE = (
     "a one-shot InferenceRun's spec is immutable after creation except suspend and cancel; "
     "create a new InferenceRun"
 )
 CANCEL_FINAL_MESSAGE = "spec.cancel cannot be undone; create a new InferenceRun to run again"
 CANCEL_ONE_SHOT_MESSAGE = "cancel applies to one-shot runs; suspend a scheduled run instead"
+# Kueue's names travel as label values (`kueue.x-k8s.io/queue-name`, `.../priority-class`):
+# object names of at most 63 characters.
+KueueName = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_SUBDOMAIN)]
 # Conditions are a map keyed by type, so patches merge them like Kubernetes' own.
 LIST_MAP_BY_TYPE: JsonDict = {
     "x-kubernetes-list-type": "map",
@@ -137,7 +136,7 @@ class InferenceRunSpec(Schema):
         description=(
             "Scheduled runs: pause future executions. One-shot runs: suspend the Job (its pods "
             "stop, committed chunks stay, phase Suspended); set back to false to resume after "
-            "the committed chunks."
+            "the committed chunks. Under Kueue through the Workload's spec.active."
         ),
     )
     cancel: bool = Field(
@@ -163,6 +162,32 @@ class InferenceRunSpec(Schema):
         default=None,
         ge=0,
         description="Scheduled runs: skip an execution that cannot start within this many seconds.",
+    )
+
+    queue_name: KueueName | None = Field(
+        default=None,
+        description=(
+            "Kueue LocalQueue of the run's Jobs (the kueue.x-k8s.io/queue-name label); default: "
+            "the controller's (chart: kueue.queueName). A Job in a queue is created suspended "
+            "and Kueue decides when it runs (docs/shared-clusters.md)."
+        ),
+    )
+    priority_class_name: ObjectName | None = Field(
+        default=None,
+        description=(
+            "PriorityClass of the runner pods (pod spec.priorityClassName); only names the "
+            "controller allows (chart: runner.allowedPriorityClasses). Kueue also reads the "
+            "Job's priority from it unless workloadPriorityClassName is set."
+        ),
+    )
+    workload_priority_class_name: KueueName | None = Field(
+        default=None,
+        description=(
+            "Kueue WorkloadPriorityClass of the run's Jobs (the kueue.x-k8s.io/priority-class "
+            "label): their priority in the queue, for admission and preemption, without "
+            "changing the pods' priority; only names the controller allows (chart: "
+            "kueue.allowedWorkloadPriorityClasses)."
+        ),
     )
 
     @model_validator(mode="after")
@@ -195,6 +220,22 @@ class RunResult(Schema):
     reason: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
         default=None, description="Why the execution failed, when it did."
     )
+    prompt_tokens: int | None = Field(
+        default=None, ge=0, description="OpenAI protocols: prompt tokens of the written records."
+    )
+    completion_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="OpenAI protocols: completion tokens of the written records.",
+    )
+    total_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "OpenAI protocols: total tokens of the written records: the sum of `usage` over the "
+            "output."
+        ),
+    )
 
 
 # The runner's progress line: one JSON object per line, `{"longrunProgress": {...}}`, every
@@ -221,6 +262,16 @@ class ProgressReport(BaseModel):
     )
     rate: float | None = Field(default=None, ge=0, le=1e12, description="Records per second.")
     eta: int | None = Field(default=None, ge=0, le=COUNT_MAX, description="Seconds left.")
+    tokens: int | None = Field(
+        default=None, ge=0, le=COUNT_MAX, description="OpenAI protocols: total tokens so far."
+    )
+    tokens_rate: float | None = Field(
+        default=None,
+        ge=0,
+        le=1e12,
+        alias="tokenRate",
+        description="OpenAI protocols: tokens per second.",
+    )
 
 
 ShortText = Annotated[str, StringConstraints(max_length=32)]
@@ -243,6 +294,12 @@ class RunProgress(Schema):
         default=None, ge=0, description="The runner's rate while it runs."
     )
     eta_seconds: int | None = Field(default=None, ge=0, description="Seconds left, estimated.")
+    tokens_total: int | None = Field(
+        default=None, ge=0, description="OpenAI protocols: total tokens of the records written."
+    )
+    tokens_per_second: float | None = Field(
+        default=None, ge=0, description="OpenAI protocols: the runner's tokens per second."
+    )
     updated_at: datetime | None = Field(
         default=None, description="When the controller last read the runner's progress."
     )
@@ -254,6 +311,9 @@ class RunProgress(Schema):
     )
     eta_text: ShortText | None = Field(
         default=None, description="Time left, e.g. 5m (the ETA column)."
+    )
+    tokens_per_second_text: ShortText | None = Field(
+        default=None, description="Tokens per second, e.g. 1.2k/s (the Tokens/s column, wide)."
     )
 
 
@@ -274,8 +334,8 @@ class InferenceRunStatus(Schema):
     phase: Phase | None = Field(
         default=None,
         description=(
-            "Pending, Running, Suspended, Succeeded, Failed, Cancelled (one-shot); "
-            "Scheduled, Suspended (scheduled)."
+            "Pending, Queued (waiting for Kueue), Running, Suspended, Succeeded, Failed, "
+            "Cancelled (one-shot); Scheduled, Suspended (scheduled)."
         ),
     )
     message: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
@@ -287,7 +347,7 @@ class InferenceRunStatus(Schema):
     conditions: list[Condition] = Field(
         default_factory=list,
         max_length=16,
-        description="Accepted, Running, Complete, Failed with reasons.",
+        description="Accepted, Queued, Running, Complete, Failed with reasons.",
         json_schema_extra=LIST_MAP_BY_TYPE,
     )
     accepted_config: AcceptedConfig | None = Field(
@@ -296,11 +356,7 @@ class InferenceRunStatus(Schema):
     )
     model_deployment: Annotated[str, StringConstraints(max_length=317)] | None = Field(
         default=None,
-        description=(
-            "The ModelDeployment (namespace/name) this run is admitted to use: its config's "
-            "model.deploymentRef, once the deployment allows the run. What on-demand scaling "
-            "counts while the run is live; unset for a refused run."
-        ),
+        description="The ModelDeployment (ns/name) the run was admitted to; what scaling counts.",
     )
     config_map_name: ObjectName | None = Field(
         default=None, description="ConfigMap holding the rendered contract."
@@ -308,6 +364,9 @@ class InferenceRunStatus(Schema):
     job_name: ObjectName | None = Field(default=None, description="Job of a one-shot run.")
     cron_job_name: ObjectName | None = Field(
         default=None, description="CronJob of a scheduled run."
+    )
+    workload_name: ObjectName | None = Field(
+        default=None, description="Kueue's Workload of a one-shot run's Job, when Kueue queues it."
     )
     start_time: datetime | None = Field(
         default=None, description="When the latest execution started."

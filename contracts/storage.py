@@ -20,31 +20,20 @@ from pydantic import ConfigDict, Field, StringConstraints, model_validator
 from contracts.base import HttpUrl, ObjectName, Schema, SecretKeyRef, SecretReference, cel
 from contracts.model import ApiKeyAuth, TlsOptions
 from contracts.plugins import StorageSettings, plugin_settings
+from contracts.storage_fields import (
+    FORMAT_DOC,
+    ID_FIELD_DOC,
+    SQL_FORMAT_DOC,
+    FieldName,
+    Format,
+    record_field_setting,
+)
 from contracts.storage_rules import INPUT_RULES as INPUT_RULES
 from contracts.storage_rules import OUTPUT_RULES as OUTPUT_RULES
 from contracts.storage_rules import check_input as check_input
 from contracts.storage_rules import check_output as check_output
 
-Format = Literal["csv", "jsonl"]
-FieldName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 Path = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
-
-_ID_FIELD_DOC = (
-    "Field (column) whose value is the record's stable id, used to resume and to de-duplicate. "
-    "Default: a SQL table's single-column primary key, else the record's position."
-)
-_RECORD_FIELD_DOC = (
-    "Input only: each row was written by an earlier run (its error output, to re-run only the "
-    "failed records) and the record to run is the JSON object under this field, `input`. Its "
-    "id is the row's `id` (`record_id` in a SQL table), so results keep the earlier run's ids; "
-    "idField, when set, names a field of that record instead. A row with no object there, or "
-    "one the earlier run could not read (`input: {}`), goes to the error output again."
-)
-
-
-def _record_field() -> Any:
-    """The `recordField` setting of the storage kinds an error output can be read back from."""
-    return Field(default=None, description=_RECORD_FIELD_DOC)
 
 
 class HttpPagination(Schema):
@@ -102,7 +91,7 @@ class HttpStorage(StorageSettings):
     pagination: HttpPagination | None = Field(
         default=None, description="Input pagination; default: a single request."
     )
-    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
+    id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
     auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
     timeout_seconds: float = Field(
@@ -208,7 +197,7 @@ class S3Storage(StorageSettings):
     )
     format: Format | None = Field(
         default=None,
-        description="csv or jsonl. Default: from the key's extension, else jsonl.",
+        description=f"{FORMAT_DOC} Default: from the key's extension, else jsonl.",
     )
     endpoint_url: HttpUrl | None = Field(
         default=None,
@@ -225,8 +214,8 @@ class S3Storage(StorageSettings):
         default=None,
         description="Credentials; default: the pod's ambient identity (IRSA etc.).",
     )
-    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
-    record_field: FieldName | None = _record_field()
+    id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
+    record_field: FieldName | None = record_field_setting()
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
 
 
@@ -263,13 +252,14 @@ class SqlStorage(StorageSettings):
         default=None,
         description="Input only: a SELECT; run parameters are bound as :name placeholders.",
     )
-    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
-    record_field: FieldName | None = _record_field()
+    id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
+    record_field: FieldName | None = record_field_setting()
     columns: list[FieldName] | None = Field(
         default=None,
         max_length=4096,
         description="Input: columns to read; default: all.",
     )
+    format: Literal["openai-batch"] | None = Field(default=None, description=SQL_FORMAT_DOC)
 
     @model_validator(mode="after")
     def _check_url(self) -> SqlStorage:
@@ -300,10 +290,10 @@ class FileStorage(StorageSettings):
     )
     format: Format | None = Field(
         default=None,
-        description="csv or jsonl. Default: from the extension, else jsonl.",
+        description=f"{FORMAT_DOC} Default: from the extension, else jsonl.",
     )
-    id_field: FieldName | None = Field(default=None, description=_ID_FIELD_DOC)
-    record_field: FieldName | None = _record_field()
+    id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
+    record_field: FieldName | None = record_field_setting()
     volume: ObjectName | None = Field(
         default=None,
         description=(

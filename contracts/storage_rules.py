@@ -15,7 +15,8 @@ if TYPE_CHECKING:
     from contracts.storage import StorageSpec
 
 
-# The CEL twins of check_input/check_output, for the CRD.
+# The CEL twins of check_input/check_output, for the CRD (the format rules have none: the
+# controller reports them on the config, as it does every rule Python alone checks).
 INPUT_RULES = (
     "!has(self.sql) || has(self.sql.table) != has(self.sql.query)",
     "sql: set exactly one of table and query",
@@ -41,6 +42,12 @@ def check_input(storage: StorageSpec) -> StorageSpec:
         raise ValueError("sql: set exactly one of table and query")
     if s3 is not None and (s3.key is None) == (s3.prefix is None):
         raise ValueError("s3: set exactly one of key and prefix")
+    body = storage.body()
+    if getattr(body, "format", None) == "openai-batch" and getattr(body, "id_field", None):
+        raise ValueError(
+            f"{storage.kind}: idField does not apply to format openai-batch (each request's "
+            "custom_id is its id); leave it out"
+        )
     return storage
 
 
@@ -53,6 +60,11 @@ def check_output(storage: StorageSpec) -> StorageSpec:
         raise ValueError("s3: output needs `prefix` (one object per chunk) and takes no `key`")
     if http is not None and http.pagination is not None:
         raise ValueError("http: pagination applies to input only")
+    if sql is not None and sql.format is not None:
+        raise ValueError(
+            "sql: format applies to input only (an output table holds each request's "
+            "response under `prediction`)"
+        )
     if getattr(storage.body(), "record_field", None) is not None:
         raise ValueError(
             f"{storage.kind}: recordField applies to input only "

@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel
 
 from contracts.config import InferenceConfigSpec, InferenceConfigStatus
+from contracts.fleets import FLEET_KINDS
 from contracts.resources import GROUP, RUN_COLUMNS, VERSION
 from contracts.run import InferenceRunSpec, InferenceRunStatus
 from contracts.serving import SERVING_KINDS, KindInfo
@@ -189,7 +190,8 @@ def _crd(*, kind: str, plural: str, short: str, schema: Schema, columns: list[Sc
 
 
 def generate_crds() -> list[Schema]:
-    """The CRD manifests: InferenceConfig, InferenceRun, Model, ModelDeployment."""
+    """The CRD manifests: InferenceConfig, InferenceRun, Model, ModelDeployment, InferenceHost,
+    InferenceModel."""
     age = _column("Age", ".metadata.creationTimestamp", type_="date")
     config = _crd(
         kind="InferenceConfig",
@@ -218,11 +220,12 @@ def generate_crds() -> list[Schema]:
             _column(c.name, c.json_path, type_=c.type, priority=c.priority) for c in RUN_COLUMNS
         ],
     )
-    return [config, run, *(_serving_crd(info) for info in SERVING_KINDS)]
+    return [config, run, *(_serving_crd(info) for info in (*SERVING_KINDS, *FLEET_KINDS))]
 
 
 def _serving_crd(info: KindInfo) -> Schema:
-    """A serving kind's CRD (Model, ModelDeployment), from what contracts.serving says of it."""
+    """A serving or fleet kind's CRD (Model, ModelDeployment, InferenceHost, InferenceModel),
+    from what contracts.serving and contracts.fleets say of it."""
     columns = [
         _column(c.name, c.json_path, type_=c.type, priority=c.priority) for c in info.columns
     ]

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from contracts.base import DNS_LABEL, DNS_SUBDOMAIN, SECRET_KEY
 from contracts.config import InferenceConfigSpec
+from contracts.fleets import ADMIN_PROTOCOL_PATTERN, BUILTIN_ADMIN_PROTOCOLS
 from contracts.model import BUILTIN_PROTOCOLS, PROTOCOL_PATTERN
 from contracts.resources import (
     API_VERSION,
@@ -29,7 +30,10 @@ from contracts.resources import (
     parse_resource,
     resource_models,
 )
+from contracts.serving import ModelDeployment
+from controller.core.kueue.policy import priority_problems
 from controller.core.podpolicy import PodPolicy, pod_problems
+from controller.core.serving.policy import static_problems
 from controller.core.settings import Settings
 from controller.core.validation import Problem, image_problem, run_spec_problems
 
@@ -43,6 +47,9 @@ PATTERN_HINTS = {
     PROTOCOL_PATTERN: "must be one of "
     + ", ".join(BUILTIN_PROTOCOLS)
     + ", or a custom runner's protocol named <domain>/<name>",
+    ADMIN_PROTOCOL_PATTERN: "must be one of "
+    + ", ".join(BUILTIN_ADMIN_PROTOCOLS)
+    + ", or a controller plug-in's admin protocol named <domain>/<name>",
 }
 
 
@@ -175,10 +182,12 @@ def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Che
     except ValidationError as exc:
         return Checked(file, label, [_finding(err, file=file, label=label) for err in exc.errors()])
     problems: list[Problem] = []
-    if isinstance(resource, InferenceRun):  # the serving kinds' models check them fully
-        problems = run_spec_problems(resource.spec)
+    if isinstance(resource, InferenceRun):
+        problems = [*run_spec_problems(resource.spec), *priority_problems(resource.spec, settings)]
     elif isinstance(resource, InferenceConfig):
         problems = config_spec_problems(resource.spec, settings)
+    elif isinstance(resource, ModelDeployment):  # the rest depends on the serving settings
+        problems = static_problems(resource.spec)
     return Checked(file, label, [Finding(file, label, p.field, p.message) for p in problems])
 
 

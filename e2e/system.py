@@ -28,6 +28,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -58,9 +59,17 @@ class System:
     """A Kubernetes whose pods run for real, the CRDs, and `longrun controller` as a process."""
 
     def __init__(
-        self, workdir: Path, *, clock_start: datetime | None = None, backend: str | None = None
+        self,
+        workdir: Path,
+        *,
+        clock_start: datetime | None = None,
+        backend: str | None = None,
+        env: dict[str, str] | None = None,
+        before_controller: Callable[[System], None] | None = None,
     ) -> None:
         self.workdir = workdir
+        self._env = dict(env or {})  # the controller's settings, over the defaults below
+        self._before_controller = before_controller  # e.g. start Kueue (e2e/kueue)
         self.backend = backend or selected_backend()
         workdir.mkdir(parents=True, exist_ok=True)
         require_kubectl()  # before anything starts: skip locally, fail in CI
@@ -90,6 +99,8 @@ class System:
         ).start()
         self.kubectl("apply", "-f", str(CRDS))
         self.kubectl("create", "namespace", CONTROLLER_NAMESPACE)
+        if self._before_controller is not None:
+            self._before_controller(self)
         env = {
             **os.environ,
             "POLLING_INTERVAL": "10s",
@@ -97,6 +108,7 @@ class System:
             "LEADER_ELECTION": "true",
             "POD_NAMESPACE": CONTROLLER_NAMESPACE,
             "LOG_FORMAT": "json",
+            **self._env,
         }
         argv = [sys.executable, "-m", "controller", "controller"]
         argv += ["--kubeconfig", str(self.handle.kubeconfig_path)]

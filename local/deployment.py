@@ -27,7 +27,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ from controller.core.serving.runtimes import CACHE_MOUNT, KEYS_MOUNT, LOOPBACK, 
 from controller.core.serving.settings import ServingSettings
 from controller.core.validation import Problem
 from local.executor import PodProcess, run_pod
+from local.generic import announcement, to_stderr
+from local.generic import host_env as generic_env
 from local.inputs import InputError, Inputs
 from local.podspec import ImageMap, MappingSource, local_path, prepare_pod
 from local.ports import free_port
@@ -67,6 +69,7 @@ class LocalDeployment:
     runtime_port: int = 0  # the server's own port (the sidecar's upstream, when there is one)
     # Secrets of the deployment's namespace (name -> data): the model credentials it names.
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
+    announce: Callable[[str], None] = to_stderr  # a generic server's command line, before it runs
 
     @property
     def endpoint(self) -> str:
@@ -125,15 +128,16 @@ class LocalDeployment:
         count = self.resolved.spec.auth.key_count
         files = {k: folder / k for k in (API_KEY_SECRET_KEY, "api-keys", names.NGINX_KEYS_KEY)}
         kept = files["api-keys"].read_text().split() if files["api-keys"].exists() else []
-        if len(kept) != count:
-            keys = auth.generate_keys(count, secrets.token_bytes)
-            folder.mkdir(parents=True, exist_ok=True)
-            os.chmod(folder, 0o700)
-            for key, value in auth.secret_data(keys).items():
-                path = folder / key
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(base64.b64decode(value))
+        # Kept keys are written again too: the nginx map of an older longrun compared them
+        # without regard to letter case (issue 26), this one compares them exactly.
+        keys = tuple(kept) if len(kept) == count else auth.generate_keys(count, secrets.token_bytes)
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        for key, value in auth.secret_data(keys).items():
+            path = folder / key
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(base64.b64decode(value))
         return {key: path.read_bytes() for key, path in files.items()}
 
     # -- containers ----------------------------------------------------------------------------
@@ -224,13 +228,17 @@ class LocalDeployment:
             "spec": {"containers": [container], "volumes": volumes},
         }
         root = self.base / name
+        generic = self.resolved.plan.kind == "generic" and name == "server"
         prepared = prepare_pod(
             pod,
             source=source,
             root=root,
             images=ImageMap(image, {image: prefix}),
-            base_env={**_host_env(), **env},
+            base_env={**(generic_env() if generic else _host_env()), **env},  # local/generic.py
         )
+        if generic:
+            who = f"{self.resolved.owner.namespace}/{self.resolved.owner.name}"
+            self.announce(announcement(who, prepared.argv, prepared.env))
         log = _LogFile(self.base / f"{name}.log")
         self.processes.append(PodProcess(prepared, on_line=log.write, cwd=root))
         return root

@@ -35,6 +35,7 @@ class ProgressLine:
     rate: float
     total: int | None = None
     eta: str | None = None
+    tokens_rate: float | None = None  # OpenAI protocols: tokens per second
 
 
 def parse_progress(line: str) -> ProgressLine | None:
@@ -66,17 +67,21 @@ def _parse_json(line: str) -> ProgressLine | None:
         rate=report.rate or 0.0,
         total=report.total,
         eta=None if report.eta is None else f"{report.eta}s",
+        tokens_rate=report.tokens_rate,
     )
 
 
 def describe(progress: ProgressLine) -> str:
-    """`120/150 records (80%) 45.2/s ETA 1s`, without the parts that are unknown."""
+    """`120/150 records (80%) 45.2/s 3100 tokens/s ETA 1s`, without the parts that are
+    unknown."""
     if progress.total:
         pct = min(progress.records * 100 // progress.total, 100)
         text = f"{progress.records}/{progress.total} records ({pct}%)"
     else:
         text = f"{progress.records} records"
     text += f" {progress.rate:.1f}/s"
+    if progress.tokens_rate is not None:
+        text += f" {progress.tokens_rate:.0f} tokens/s"
     if progress.eta and progress.eta != "unknown":
         text += f" ETA {progress.eta}"
     return text
@@ -171,6 +176,11 @@ def _result_lines(status: InferenceRunStatus) -> list[str]:
         f"failed={result.records_failed} retried={result.records_retried} "
         f"chunks={result.chunks} in {result.duration_seconds:.1f}s"
     ]
+    if result.total_tokens is not None:
+        lines.append(
+            f"  tokens: prompt={result.prompt_tokens} completion={result.completion_tokens} "
+            f"total={result.total_tokens}"
+        )
     lines += [f"  {k}: {v}" for k, v in _locations(result.to_wire()).items()]
     return lines
 

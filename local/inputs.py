@@ -49,6 +49,7 @@ class Inputs:
     secrets: dict[tuple[str, str], dict[str, bytes]] = field(default_factory=dict)
     models: dict[tuple[str, str], Obj] = field(default_factory=dict)
     deployments: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    inference_models: dict[tuple[str, str], Obj] = field(default_factory=dict)  # never served here
 
 
 def add_files_option(parser: argparse.ArgumentParser, *, holding: str) -> None:
@@ -115,6 +116,8 @@ def _add(inputs: Inputs, doc: Obj, *, namespace: str, file: str) -> None:
         meta["uid"] = run_uid(*key)
         meta.setdefault("generation", 1)
         inputs.deployments[key] = doc
+    elif kind == "InferenceModel":
+        inputs.inference_models[key] = doc
     elif kind == "Secret" and doc.get("apiVersion") == "v1":
         inputs.secrets[key] = secret_data(doc, file=file)
 

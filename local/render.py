@@ -93,7 +93,9 @@ def resolve_for_render(run: dict[str, Any], inputs: Inputs, *, settings: Setting
         run,
         inputs,
         settings=settings,
-        deployments=lambda ns, name: inputs.deployments.get((ns, name)),
+        deployments=lambda ns, name: (
+            inputs.deployments.get((ns, name)) or inputs.inference_models.get((ns, name))
+        ),
     )
 
 

@@ -31,6 +31,7 @@ from types import FrameType
 from typing import Any, TextIO
 
 from controller.core.settings import SettingsError, settings_from_env
+from local import generic
 from local.display import Console
 from local.inputs import (
     InputError,
@@ -122,6 +123,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RUNTIME=PYTHON",
         help="a ModelDeployment started for the run: the Python with RUNTIME's server",
     )
+    generic.add_flag(parser)
     add(
         "-o",
         "--output",
@@ -182,6 +184,7 @@ def prepare(args: argparse.Namespace, *, console: Console) -> LocalRun:
         console=console,
         pythons=pairs(args.runtime_python, "--runtime-python"),
         claims=pairs(args.pvc, "--pvc"),
+        allow_generic=args.allow_generic,
     )
     try:
         resolved = resolve_run(run, inputs, settings=settings, deployments=using.lookup(run))

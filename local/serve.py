@@ -25,9 +25,10 @@ from typing import Any, TextIO
 
 from contracts.serving import API_KEY_SECRET_KEY
 from controller.core.serving import names, uses
-from controller.core.serving.settings import serving_settings_from_env
+from controller.core.serving.settings import local_serving_settings
 from controller.core.serving.uses import Target
 from controller.core.settings import SettingsError
+from local import generic
 from local.deployment import (
     STATE_FILE,
     LocalDeployment,
@@ -100,12 +101,14 @@ class DeploymentsForRun:
         console: Any,
         pythons: Mapping[str, str] | None = None,
         claims: Mapping[str, str] | None = None,
+        allow_generic: bool = False,
     ) -> None:
         self.inputs = inputs
         self.work_dir = work_dir
         self.console = console
         self.pythons = pythons or {}
         self.claims = claims or {}
+        self.allow_generic = allow_generic  # --allow-generic (local/generic.py)
         self.started: list[LocalDeployment] = []
 
     def lookup(self, run: Obj) -> Callable[[str, str], Obj | None]:
@@ -126,6 +129,12 @@ class DeploymentsForRun:
         return uses.target_of(config) if config is not None else None
 
     def _serve(self, run: Obj, target: Target) -> Obj | None:
+        if target.kind == "InferenceModel":
+            raise InputError(
+                f"InferenceModel {target.key}: external hosts are placed and published by the "
+                "controller, which `longrun run` does not run; run it on a cluster, or call a "
+                "host directly with model.url, model.protocol and model.name"
+            )
         state = served(self.work_dir, target.namespace, target.name)
         if state is None:
             obj = self.inputs.deployments.get((target.namespace, target.name))
@@ -134,12 +143,14 @@ class DeploymentsForRun:
             local = local_deployment(
                 obj,
                 self.inputs,
-                serving_settings_from_env(),
+                local_serving_settings(),
                 work_dir=self.work_dir,
                 pythons=self.pythons,
                 claims=self.claims,
             )
             check_served_here(local)
+            generic.check(local, allowed=self.allow_generic, program="longrun run")
+            local.announce = self.console.say
             local.secrets = namespace_secrets(self.inputs, target.namespace)
             self.console.say(f"longrun: starting ModelDeployment {target.key} for this run")
             local.start()
@@ -189,6 +200,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="local-only: the S3 endpoint to download the model from instead")  # fmt: skip
     add("--image-map", action="append", default=[], metavar="IMAGE=COMMAND",
         help="runtime generic: run IMAGE (any tag) as COMMAND, its entrypoint")  # fmt: skip
+    generic.add_flag(parser)
     parser.set_defaults(handler=handle)
     return parser
 
@@ -219,7 +231,7 @@ def pick_deployment(inputs: Inputs, name: str | None, *, namespace: str) -> Obj:
 
 def prepare(args: argparse.Namespace) -> LocalDeployment:
     """Load, validate and resolve; InputError (or ValueError) when anything is wrong."""
-    settings = serving_settings_from_env()
+    settings = local_serving_settings()
     inputs = load_inputs(args.files, namespace=args.namespace)
     add_env_files(inputs, args.env_file, namespace=args.namespace)
     obj = pick_deployment(inputs, args.name, namespace=args.namespace)
@@ -234,6 +246,7 @@ def prepare(args: argparse.Namespace) -> LocalDeployment:
         claims=pairs(args.pvc, "--pvc"),
     )
     check_served_here(local)
+    generic.check(local, allowed=args.allow_generic, program="longrun serve")
     local.secrets = namespace_secrets(inputs, local.resolved.owner.namespace)
     credentials = local.resolved.model.credentials
     if credentials is not None and credentials.name not in local.secrets:
@@ -313,6 +326,7 @@ def handle(args: argparse.Namespace, *, out: TextIO | None = None) -> int:
     except (InputError, SettingsError, ValueError) as exc:
         print(f"longrun serve: {exc}", file=stream)
         return EXIT_INVALID
+    local.announce = lambda text: print(text, file=stream, flush=True)
     stop = threading.Event()
     with _signals_stop(stop):
         try:

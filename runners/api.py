@@ -52,9 +52,16 @@ class Prediction:
 
 @dataclass(frozen=True, slots=True)
 class RecordFailure:
-    """Why one record could not be predicted (goes to the error output, counts against budget)."""
+    """Why one record could not be predicted (goes to the error output, counts against budget).
+
+    `code` and `response` are optional, for outputs that write failures in a structured shape
+    (OpenAI batch error lines, runners/batchlines.py): a short machine-readable code, and the
+    server's answer when it gave one (`{"status_code", "request_id", "body"}`).
+    """
 
     reason: str
+    code: str | None = None
+    response: Any = None
 
 
 Outcome = Prediction | RecordFailure
@@ -68,16 +75,21 @@ class OutputRecord:
     position: int
     input: Record
     prediction: Any
+    usage: Any = None  # OpenAI protocols: the answer's token usage (prompt, completion, total)
 
 
 @dataclass(slots=True)
 class ErrorRecord:
-    """What an error sink writes for one failed record. Immutable by convention."""
+    """What an error sink writes for one failed record. Immutable by convention.
+
+    `code` and `response` as in RecordFailure (None unless a client gave them)."""
 
     id: str
     position: int
     input: Record
     reason: str
+    code: str | None = None
+    response: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +115,8 @@ class RunContext:
     # by the runner, the same in every pod of the run: a client that builds a model input
     # from a record's key order takes that order from it (see runners/models/rows.py).
     first_record: Callable[[], Record | None] | None = field(default=None, compare=False)
+    # The input's `format` (e.g. "openai-batch": each record is a whole OpenAI request).
+    input_format: str | None = None
 
     def execution_subpath(self, base: str) -> str:
         """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""
@@ -157,7 +171,7 @@ class Source(Protocol):
 class Sink(Protocol):
     """Writes results one chunk at a time, atomically and idempotently.
 
-    Derive from it: `committed_records` has a default.
+    Derive from it: `committed_records` and `committed_usage` have defaults.
     - `committed()` returns the indexes of chunks already fully written for this run
       (discovered from the store itself), so a restarted pod resumes after them.
     - `committed_records(chunks)` returns how many records this sink holds in the chunks
@@ -166,6 +180,10 @@ class Sink(Protocol):
       Called once at start, after `committed()` and only when it found chunks, so the
       error budget and the summary cover the whole run, not just this pod. Default: 0
       (a store that cannot count: a resumed run's counts restart from zero).
+    - `committed_usage(chunks)` returns the token counts (`prompt_tokens`,
+      `completion_tokens`, `total_tokens`) of the `usage` its records in `chunks` hold, so a
+      resumed OpenAI run's token totals cover the whole run as its record counts do. Called
+      once at start, like `committed_records`, for OpenAI protocols only. Default: {}.
     - `write_chunk(index, records)` makes the chunk visible all at once or not at all;
       writing the same index twice leaves exactly one copy.
     - `finish(summary)` marks the output complete (e.g. a manifest); called once at the end.
@@ -178,6 +196,9 @@ class Sink(Protocol):
 
     def committed_records(self, chunks: set[int]) -> int:
         return 0
+
+    def committed_usage(self, chunks: set[int]) -> Mapping[str, int]:
+        return {}
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None: ...
 

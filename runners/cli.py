@@ -30,6 +30,7 @@ from contracts.contract import (
     RunnerContract,
     summary_json,
 )
+from contracts.llm import OPENAI_PROTOCOLS
 from contracts.plugins import PROTOCOLS_GROUP, STORAGE_GROUP
 from contracts.run import RunResult
 from runners import registry
@@ -130,8 +131,11 @@ def _run(
         stats=stats,
         stop=stop,
         ids_from_field=opened.ctx.id_field is not None,
+        counts_tokens=contract.model.protocol in OPENAI_PROTOCOLS,
     )
-    report = functools.partial(_report, stats, opened, started=started)
+    report = functools.partial(
+        _report, stats, opened, started=started, tokens=pipeline.counts_tokens
+    )
     settle_garbage_collector()
     try:
         pipeline.run()
@@ -199,8 +203,20 @@ def settle_garbage_collector() -> None:
     gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
-def _report(stats: Stats, opened: Opened, *, started: float, code: int, reason: str | None) -> int:
+def _report(
+    stats: Stats,
+    opened: Opened,
+    *,
+    started: float,
+    code: int,
+    reason: str | None,
+    tokens: bool = False,
+) -> int:
+    counted = stats.snapshot()
     result = RunResult(
+        prompt_tokens=counted.prompt_tokens if tokens else None,
+        completion_tokens=counted.completion_tokens if tokens else None,
+        total_tokens=counted.total_tokens if tokens else None,
         records_read=stats.read,
         records_written=stats.written,
         records_failed=stats.failed,

@@ -16,13 +16,21 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from runners.api import ErrorRecord, InputRecord, OutputRecord, Sink, TransientError
+from runners.api import (
+    ErrorRecord,
+    InputRecord,
+    OutputRecord,
+    RecordFailure,
+    Sink,
+    TransientError,
+)
 from runners.formats import json_records
 from runners.modelcalls import Part, Result
 from runners.outcomes import Outcomes
 from runners.progress import Progress
-from runners.redact import redact
+from runners.redact import redact, redact_value
 from runners.retry import Stopped
+from runners.tokens import add_usage
 
 _CHUNK_QUEUE = 1
 
@@ -35,9 +43,9 @@ class ChunkJob:
     parts: list[Future[Result]] = field(default_factory=list)
     unreadable: int = 0  # parts queued ahead of the batch that holds earlier records
 
-    def fail(self, record: InputRecord, reason: str) -> None:
+    def fail(self, record: InputRecord, reason: str, *, code: str | None = None) -> None:
         """Fail `record` now (unreadable, or its id refused), ahead of the batch before it."""
-        self.parts.append(_done([_failed([record], reason)]))
+        self.parts.append(_done([([record], Outcomes.all_failed(1, reason, code=code))]))
         self.unreadable += 1
 
 
@@ -91,7 +99,7 @@ class Committer:
     def _commit(self, job: ChunkJob, progress: Progress, *, always_errors: bool) -> None:
         """Write the chunk (errors first), count it, then judge the budget: the chunk that
         crosses it is committed, so its failed records are in the error output."""
-        outputs, errors = _split(part for future in job.parts for part in future.result())
+        outputs, errors, tokens = _split(part for future in job.parts for part in future.result())
         if job.unreadable:  # queued as they were read, ahead of the batch before them
             errors.sort(key=lambda error: error.position)
         if self._stopped():
@@ -106,7 +114,7 @@ class Committer:
             self._write(self.error_sink, job.index, errors)
             self._write(self.sink, job.index, outputs)
         done = len(outputs) + len(errors)
-        self._count(read=done, written=len(outputs), failed=len(errors), chunks=1)
+        self._count(read=done, written=len(outputs), failed=len(errors), chunks=1, **tokens)
         progress.add(done)
         self._check_budget(errors)
 
@@ -137,18 +145,17 @@ def _done(result: Result) -> Future[Result]:
     return future
 
 
-def _failed(batch: list[InputRecord], reason: str) -> Part:
-    """The batch with every record failed for `reason`."""
-    return batch, Outcomes.all_failed(len(batch), reason)
-
-
-def _split(parts: Iterable[Part]) -> tuple[list[OutputRecord], list[ErrorRecord]]:
-    """The output and error records of a chunk's parts, each in input order."""
+def _split(
+    parts: Iterable[Part],
+) -> tuple[list[OutputRecord], list[ErrorRecord], dict[str, int]]:
+    """The output and error records of a chunk's parts, each in input order, and the token
+    counts of the outputs' usage (runners/tokens.py; empty when no part carries usage)."""
     outputs: list[OutputRecord] = []
     errors: list[ErrorRecord] = []
+    tokens: dict[str, int] = {}
     for records, outcomes in parts:
-        failures = outcomes.failures
-        if not failures:  # the common case: one object per record, the output itself
+        failures, usage = outcomes.failures, outcomes.usage
+        if not failures and usage is None:  # the common case: one object per record
             outputs += [
                 OutputRecord(r.id, r.position, r.data, value)
                 for r, value in zip(records, outcomes.values, strict=True)
@@ -157,8 +164,21 @@ def _split(parts: Iterable[Part]) -> tuple[list[OutputRecord], list[ErrorRecord]
         for index, (r, value) in enumerate(zip(records, outcomes.values, strict=True)):
             failure = failures.get(index)
             if failure is None:
-                outputs.append(OutputRecord(r.id, r.position, r.data, value))
+                used = None if usage is None else usage[index]
+                outputs.append(OutputRecord(r.id, r.position, r.data, value, used))
+                if used is not None:
+                    add_usage(tokens, used)
             else:
-                # A reason may quote a server that echoed a Secret (a refused key): not kept.
-                errors.append(ErrorRecord(r.id, r.position, r.data, redact(failure.reason)))
-    return outputs, errors
+                errors.append(_error(r, failure))
+    return outputs, errors, tokens
+
+
+def _error(record: InputRecord, failure: RecordFailure) -> ErrorRecord:
+    # A reason (or the server's answer) may quote a server that echoed a Secret (a refused
+    # key): not kept.
+    response = failure.response
+    if response is not None:
+        response = redact_value(response)
+    return ErrorRecord(
+        record.id, record.position, record.data, redact(failure.reason), failure.code, response
+    )

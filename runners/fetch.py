@@ -1,6 +1,8 @@
 """`longrun-fetch`: put a model into the cache once, for a ModelDeployment's init container.
 
     longrun-fetch SOURCE DEST [--sha256 HEX] [--endpoint-url URL] [--credentials-dir DIR]
+                  [--denied-cidrs CIDR,...] [--max-size SIZE] [--redirect-hosts GLOB,...]
+                  [--allow-instance-metadata]
 
 The controller renders this command line (controller/core/serving/builders.py,
 `fetch_container`); docs/serving.md documents it. SOURCE is a Model's URI:
@@ -24,12 +26,19 @@ What makes it safe to run on every pod start:
   file that looks complete;
 - transient errors are retried a few times with backoff before giving up.
 
+What keeps it from reaching past the model (runners/fetch_net.py, issue 26): no connection
+to `--denied-cidrs` (the controller's DENIED_CIDRS), redirects only within the source's
+origin or, over https, to `--redirect-hosts`; at most `--max-size` bytes written (the
+deployment's cache size); for s3:// without keys, never the node's instance role unless
+`--allow-instance-metadata`.
+
 Credentials are files named like the variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_SESSION_TOKEN, HF_TOKEN, BEARER_TOKEN) in `--credentials-dir` (a mounted Secret).
 
-Exit codes: 0 done or already there; 2 bad arguments or an unsupported source; 3 the
-sha256 does not match; 4 not found or access denied; 5 a transient network or storage
-error. A failure writes a one-line reason (never a credential) to the termination log
+Exit codes: 0 done or already there; 2 bad arguments, an unsupported source, or a refusal
+(a denied address, a redirect off the source, a model larger than the cap); 3 the sha256
+does not match; 4 not found or access denied; 5 a transient network or storage error. A
+failure writes a one-line reason (never a credential) to stderr and to the termination log
 (`TERMINATION_MESSAGE_PATH`, default /dev/termination-log), which the deployment's status
 quotes.
 
@@ -47,10 +56,11 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from runners.fetch_sources import (
+from runners.api import ConfigError
+from runners.fetch_base import (
     CHUNK,
     EXIT_MISMATCH,
     EXIT_NOT_FOUND,
@@ -59,11 +69,11 @@ from runners.fetch_sources import (
     Fetch,
     FetchError,
     Opener,
-    file_opener,
-    is_directory,
-    plan,
+    SizeCap,
     retrying,
 )
+from runners.fetch_net import endpoint_problem, parse_size, refusal
+from runners.fetch_sources import file_opener, is_directory, plan
 
 MARKER = ".longrun-complete"
 PARTIAL = ".partial"
@@ -91,6 +101,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--sha256", default=None, help="expected SHA-256 of the file")
     parser.add_argument("--endpoint-url", default=None, help="S3-compatible endpoint")
     parser.add_argument("--credentials-dir", default=None, help="credential files (a Secret)")
+    parser.add_argument(
+        "--denied-cidrs", default="", help="networks never connected to (comma-separated CIDRs)"
+    )
+    parser.add_argument("--max-size", default=None, help="most bytes written, e.g. 20Gi")
+    parser.add_argument(
+        "--redirect-hosts", default="", help="hosts (globs) an https redirect may go to"
+    )
+    parser.add_argument(
+        "--allow-instance-metadata",
+        action="store_true",
+        help="s3: may use the node's instance role when no keys are given",
+    )
     return parser.parse_args(argv)
 
 
@@ -98,22 +120,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run `longrun-fetch`; returns the exit code."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        fetch = Fetch(
-            source=args.source,
-            dest=Path(args.dest),
-            sha256=_checked_sha(args.sha256),
-            endpoint_url=args.endpoint_url,
-            credentials=read_credentials(args.credentials_dir),
-            env=dict(os.environ),
-        )
-        said = run(fetch)
+        fetch = fetch_of(args)
+        with _instance_metadata(allowed=fetch.allow_instance_metadata):
+            said = run(fetch)
+    except ConfigError as exc:  # the network guard's refusal
+        return _failed(refusal(exc, args.source))
     except FetchError as exc:
-        reason = " ".join(str(exc).split())[:400]
-        print(f"longrun-fetch: {reason}", file=sys.stderr)
-        write_termination_message(f"exit {exc.code}: {reason}")
-        return exc.code
+        return _failed(exc)
     print(f"longrun-fetch: {said}", file=sys.stderr)
     return EXIT_OK
+
+
+def fetch_of(args: argparse.Namespace) -> Fetch:
+    """The invocation the arguments describe; FetchError (exit 2) for a bad one."""
+    if args.endpoint_url and (problem := endpoint_problem(args.endpoint_url)):
+        raise FetchError(EXIT_USAGE, f"--endpoint-url: {problem}")
+    return Fetch(
+        source=args.source,
+        dest=Path(args.dest),
+        sha256=_checked_sha(args.sha256),
+        endpoint_url=args.endpoint_url,
+        credentials=read_credentials(args.credentials_dir),
+        env=dict(os.environ),
+        denied_cidrs=_listed(args.denied_cidrs),
+        redirect_hosts=_listed(args.redirect_hosts),
+        allow_instance_metadata=args.allow_instance_metadata,
+        cap=_cap(args.max_size),
+    )
+
+
+def _failed(exc: FetchError) -> int:
+    reason = " ".join(str(exc).split())[:400]
+    print(f"longrun-fetch: {reason}", file=sys.stderr)
+    write_termination_message(f"exit {exc.code}: {reason}")
+    return exc.code
+
+
+def _listed(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def _cap(text: str | None) -> SizeCap:
+    if text is None:
+        return SizeCap()
+    try:
+        return SizeCap(parse_size(text), text)
+    except ValueError as exc:
+        raise FetchError(EXIT_USAGE, f"--max-size: {exc}") from None
+
+
+@contextlib.contextmanager
+def _instance_metadata(*, allowed: bool) -> Iterator[None]:
+    """AWS_EC2_METADATA_DISABLED=true while fetching, unless allowed: what boto reads besides
+    its credential chain (runners/fetch_net.py takes the node's role out of that)."""
+    if allowed:
+        yield
+        return
+    before = os.environ.get("AWS_EC2_METADATA_DISABLED")
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("AWS_EC2_METADATA_DISABLED", None)
+        else:
+            os.environ["AWS_EC2_METADATA_DISABLED"] = before
 
 
 def console() -> None:
@@ -201,7 +272,11 @@ def _download_all(fetch: Fetch, files: list[tuple[str, Opener]], *, is_dir: bool
     partial.parent.mkdir(parents=True, exist_ok=True)
     for rel, opener in files:
         target = partial / rel if is_dir else partial
-        digest = retrying(functools.partial(_write, target, opener))
+        try:
+            digest = retrying(functools.partial(_write, target, opener, fetch, rel))
+        except (FetchError, ConfigError):
+            _remove(partial)  # nothing half-written stays in the cache
+            raise
         if fetch.sha256 is not None and digest != fetch.sha256:
             _remove(partial)
             raise FetchError(
@@ -212,13 +287,19 @@ def _download_all(fetch: Fetch, files: list[tuple[str, Opener]], *, is_dir: bool
     marker_of(fetch.dest).write_text(f"{fetch.source}\n")
 
 
-def _write(target: Path, opener: Opener) -> str:
+def _write(target: Path, opener: Opener, fetch: Fetch, rel: str) -> str:
+    """Write one file (its bytes counted against the fetch's cap); its SHA-256."""
     target.parent.mkdir(parents=True, exist_ok=True)
     hashed = hashlib.sha256()
+    written = 0
+    where = f"{fetch.source.rstrip('/')}/{rel}" if rel else fetch.source
     with target.open("wb") as out:
         for block in opener():
+            written += len(block)
+            fetch.cap.check(written, where)
             hashed.update(block)
             out.write(block)
+    fetch.cap.commit(written)
     return hashed.hexdigest()
 
 

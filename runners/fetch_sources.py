@@ -5,66 +5,32 @@ DEST.partial renamed into place) and the pvc:// source, which is mostly cache lo
 module is the other half: for each remote source, the list of files to fetch as (relative
 path, opener) pairs, with each library's errors (requests, boto3) turned into a
 `FetchError` with an exit code. They are kept apart so the cache logic reads without the
-details of three network protocols, and those can change without touching it. The
-vocabulary both halves share (`Fetch`, `FetchError`, the exit codes, retrying) lives here,
-at the bottom, so that neither module imports the other in a cycle.
+details of three network protocols, and those can change without touching it. Where a
+download may connect and how much it may write is runners/fetch_net.py's; the vocabulary
+all of them share is runners/fetch_base.py's.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
-EXIT_OK, EXIT_USAGE, EXIT_MISMATCH, EXIT_NOT_FOUND, EXIT_TRANSIENT = 0, 2, 3, 4, 5
-CHUNK = 1 << 20
-ATTEMPTS = 3
+from runners.fetch_base import (
+    CHUNK,
+    EXIT_NOT_FOUND,
+    EXIT_TRANSIENT,
+    EXIT_USAGE,
+    Fetch,
+    FetchError,
+    Opener,
+    retrying,
+)
+from runners.fetch_net import NO_KEYS_HINT, http_session, s3_client
+
 DEFAULT_HF = "https://huggingface.co"
-T = TypeVar("T")
 _HF = re.compile(r"^(?P<repo>[\w.-]+/[\w.-]+)(/(?P<path>[^@\s]+))?(@(?P<rev>[\w./-]+))?$")
-
-
-class FetchError(Exception):
-    """A failure with its exit code; the message is what the termination log says."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass(frozen=True)
-class Fetch:
-    """One invocation: where from, where to, and how to check and authenticate."""
-
-    source: str
-    dest: Path
-    sha256: str | None = None
-    endpoint_url: str | None = None
-    credentials: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-
-    def secret(self, name: str) -> str | None:
-        """A credential: from the credentials directory, else the environment."""
-        return self.credentials.get(name) or self.env.get(name) or None
-
-
-# (relative path, opener): what `plan` returns, and what fetch.py writes into DEST.partial.
-Opener = Callable[[], Iterator[bytes]]
-
-
-def retrying(step: Callable[[], T]) -> T:
-    """Run `step`, retrying transient failures (exit 5) with backoff."""
-    for attempt in range(1, ATTEMPTS + 1):
-        try:
-            return step()
-        except FetchError as exc:
-            if exc.code != EXIT_TRANSIENT or attempt == ATTEMPTS:
-                raise
-            time.sleep(min(2**attempt, 10) * 0.5)
-    raise AssertionError("unreachable")
 
 
 def is_directory(scheme: str, rest: str) -> bool:
@@ -98,8 +64,14 @@ def _http_stream(fetch: Fetch, url: str, headers: dict[str, str]) -> Iterator[by
     import requests
 
     try:
-        with requests.get(url, headers=headers, stream=True, timeout=(10, 300)) as resp:
+        with (
+            http_session(fetch) as session,
+            session.get(url, headers=headers, stream=True, timeout=(10, 300)) as resp,
+        ):
             _check_status(resp.status_code, url)
+            announced = resp.headers.get("Content-Length", "")
+            if announced.isdigit():
+                fetch.cap.check(int(announced), url.split("?", 1)[0])
             yield from resp.iter_content(CHUNK)
     except requests.exceptions.SSLError as exc:
         raise FetchError(
@@ -164,63 +136,59 @@ def _safe_rel(path: str) -> str:
     return path
 
 
-def _s3_client(fetch: Fetch) -> Any:
-    import boto3
-
-    keys = {
-        "aws_access_key_id": fetch.secret("AWS_ACCESS_KEY_ID"),
-        "aws_secret_access_key": fetch.secret("AWS_SECRET_ACCESS_KEY"),
-        "aws_session_token": fetch.secret("AWS_SESSION_TOKEN"),
-    }
-    return boto3.client("s3", endpoint_url=fetch.endpoint_url, **keys)
-
-
 def _s3_plan(fetch: Fetch, rest: str) -> list[tuple[str, Opener]]:
     bucket, _, key = rest.partition("/")
-    client = _s3_client(fetch)
+    client = s3_client(fetch)
     if not key.endswith("/"):
-        return [("", lambda: _s3_stream(client, bucket, key))]
-    keys = [k for k in retrying(lambda: _s3_list(client, bucket, key)) if not k.endswith("/")]
+        return [("", lambda: _s3_stream(fetch, client, bucket, key))]
+    keys = [
+        k for k in retrying(lambda: _s3_list(fetch, client, bucket, key)) if not k.endswith("/")
+    ]
     if not keys:
         raise FetchError(EXIT_NOT_FOUND, f"s3://{bucket}/{key}: no objects under the prefix")
-    return [(_safe_rel(k[len(key) :]), _s3_opener(client, bucket, k)) for k in keys]
+    return [(_safe_rel(k[len(key) :]), _s3_opener(fetch, client, bucket, k)) for k in keys]
 
 
-def _s3_opener(client: Any, bucket: str, key: str) -> Opener:
-    return lambda: _s3_stream(client, bucket, key)
+def _s3_opener(fetch: Fetch, client: Any, bucket: str, key: str) -> Opener:
+    return lambda: _s3_stream(fetch, client, bucket, key)
 
 
-def _s3_list(client: Any, bucket: str, prefix: str) -> list[str]:
+def _s3_list(fetch: Fetch, client: Any, bucket: str, prefix: str) -> list[str]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
         return [item["Key"] for page in pages for item in page.get("Contents") or []]
     except ClientError as exc:
-        raise _s3_error(exc, f"s3://{bucket}/{prefix}") from None
+        raise _s3_error(exc, f"s3://{bucket}/{prefix}", fetch) from None
     except BotoCoreError as exc:
         raise FetchError(EXIT_TRANSIENT, f"s3://{bucket}/{prefix}: {type(exc).__name__}") from None
 
 
-def _s3_stream(client: Any, bucket: str, key: str) -> Iterator[bytes]:
+def _s3_stream(fetch: Fetch, client: Any, bucket: str, key: str) -> Iterator[bytes]:
     from botocore.exceptions import BotoCoreError, ClientError
 
     where = f"s3://{bucket}/{key}"
     try:
-        body: IO[bytes] = client.get_object(Bucket=bucket, Key=key)["Body"]
+        answer = client.get_object(Bucket=bucket, Key=key)
+        fetch.cap.check(int(answer.get("ContentLength") or 0), where)
+        body: IO[bytes] = answer["Body"]
         while block := body.read(CHUNK):
             yield block
     except ClientError as exc:
-        raise _s3_error(exc, where) from None
+        raise _s3_error(exc, where, fetch) from None
     except BotoCoreError as exc:
         raise FetchError(EXIT_TRANSIENT, f"{where}: {type(exc).__name__}") from None
 
 
-def _s3_error(exc: Any, where: str) -> FetchError:
+def _s3_error(exc: Any, where: str, fetch: Fetch) -> FetchError:
     code = str(exc.response.get("Error", {}).get("Code", ""))
     status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
     if code in ("NoSuchKey", "NoSuchBucket", "AccessDenied", "404", "403") or status in (403, 404):
-        return FetchError(EXIT_NOT_FOUND, f"{where}: {code or status} (not found or access denied)")
+        hint = "" if fetch.secret("AWS_ACCESS_KEY_ID") else f"; {NO_KEYS_HINT}"
+        return FetchError(
+            EXIT_NOT_FOUND, f"{where}: {code or status} (not found or access denied{hint})"
+        )
     return FetchError(EXIT_TRANSIENT, f"{where}: {code or status}")
 
 

@@ -1,4 +1,5 @@
-"""CSV and JSONL, read as streams and written per chunk; shared by the storage backends.
+"""CSV, JSONL and OpenAI batch files, read as streams and written per chunk; shared by the
+storage backends.
 
 Why here and not in one backend: files, S3 objects and anything else that is a
 byte stream need the same rules, and backends must not import each other.
@@ -9,12 +10,15 @@ Rules:
 - A line that does not parse is not a crash: it becomes an `UnreadableRecord`,
   which the pipeline sends to the error output like a model's RecordFailure.
 - Output lines are one JSON object per record: `id`, `position`, `input` and
-  `prediction` (or `reason` for the error output); CSV output has the same
-  columns with `input`/`prediction` as JSON text.
+  `prediction` (or `reason` for the error output), and `usage` beside the prediction when
+  an OpenAI answer had one; CSV output has the same columns with `input`/`prediction`/`usage`
+  as JSON text. `openai-batch` reads request lines and writes OpenAI's batch output lines
+  instead (runners/batchlines.py).
 - JSON has no NaN or infinity, though Python's json module reads and writes
   them: every output writes a non-finite number as the string "NaN",
   "Infinity" or "-Infinity" (`json_safe`; the same rule for every sink, see
-  docs/contract.md). Rows that hold one take a slower path; others pay nothing.
+  docs/contract.md; runners/jsonvalues.py). Rows that hold one take a slower path; others
+  pay nothing.
 - `recordField` reads back what an earlier run wrote: the record is the row's `input`, its
   id the row's (`earlier_record`), so only the failed records of a run can be run again.
 - A CSV header naming a column twice would make one field of two, silently:
@@ -23,20 +27,27 @@ Rules:
 
 from __future__ import annotations
 
+import codecs
 import csv
-import datetime as dt
-import decimal
 import io
 import json
-import math
-import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from contracts.storage_fields import OPENAI_BATCH
+from runners import batchlines
 from runners.api import ErrorRecord, InputRecord, OutputRecord
+from runners.jsonvalues import NON_FINITE as NON_FINITE
+from runners.jsonvalues import json_records as json_records
+from runners.jsonvalues import json_safe as json_safe
+from runners.jsonvalues import jsonable as jsonable
+from runners.tokens import sum_usage
 
 Row = dict[str, Any] | str | None
+# How input text is read: UTF-8, a byte order mark at the start dropped (editors on Windows and
+# spreadsheet exports write one; JSON and CSV parsers would take it for data).
+TEXT_ENCODING = "utf-8-sig"
 
 
 @dataclass(slots=True)
@@ -44,6 +55,12 @@ class UnreadableRecord(InputRecord):
     """An input row that could not be parsed: it goes to the error output, not the model."""
 
     reason: str = ""
+    code: str | None = None  # openai-batch lines: which rule the line breaks (batchlines.py)
+
+
+def extension(fmt: str) -> str:
+    """The file name extension of chunks written in `fmt`."""
+    return "jsonl" if fmt == OPENAI_BATCH else fmt
 
 
 def guess_format(name: str, explicit: str | None) -> str:
@@ -61,99 +78,6 @@ def record_id(data: dict[str, Any], position: int, *, id_field: str | None) -> s
     return str(position)
 
 
-def jsonable(value: Any) -> Any:
-    """A JSON-friendly version of a database, CSV or numpy value (else `value` itself)."""
-    if isinstance(value, decimal.Decimal):
-        if not value.is_finite():
-            return math.nan if value.is_nan() else float(value)  # float() refuses sNaN
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dt.date | dt.datetime | dt.time):
-        return value.isoformat()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).decode("utf-8", "replace")
-    if isinstance(value, numbers.Integral) and not isinstance(value, int):
-        return int(value)  # numpy's integers
-    if isinstance(value, numbers.Real) and not isinstance(value, float):
-        return float(value)  # numpy's floats but float64 (a float already)
-    tolist = getattr(value, "tolist", None)  # numpy arrays
-    if callable(tolist) and not isinstance(value, list):
-        return tolist()
-    return value
-
-
-# How JSON carries the numbers it has no literal for (docs/contract.md, "Values JSON cannot hold").
-NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
-
-
-def json_safe(value: Any, *, strict: bool = True) -> Any:
-    """`value` as JSON can carry it, and `value` itself when it already can.
-
-    NaN and the infinities become NON_FINITE's strings, wherever they are nested; decimals,
-    dates, bytes and numpy values are converted as `jsonable` converts them. Anything else
-    raises TypeError, or (not `strict`) becomes its `str()` text.
-    """
-    kind = type(value)
-    if kind is float:
-        return value if math.isfinite(value) else NON_FINITE[repr(value)]
-    if kind is str or kind is int or kind is bool or value is None:
-        return value
-    if isinstance(value, dict):
-        changed = {}
-        for key, item in value.items():
-            safe = json_safe(item, strict=strict)
-            if safe is not item:
-                changed[key] = safe
-        return {**value, **changed} if changed else value
-    if isinstance(value, list | tuple):
-        items = [json_safe(item, strict=strict) for item in value]
-        same = kind is list and all(a is b for a, b in zip(items, value, strict=True))
-        return value if same else items
-    converted = jsonable(value)
-    if converted is not value:
-        return json_safe(converted, strict=strict)
-    if strict:
-        raise TypeError(f"Object of type {kind.__name__} is not JSON serializable")
-    return str(value)
-
-
-def json_records(
-    records: Sequence[OutputRecord | ErrorRecord],
-) -> tuple[list[OutputRecord | ErrorRecord], list[ErrorRecord]] | None:
-    """`records` with every value as JSON can carry it (`json_safe`), and apart, as error
-    records, the output records whose prediction JSON cannot carry at all; None when every
-    record can be written as it is.
-
-    For a sink that refused a chunk: one whose encoder refuses NaN (SQL, HTTP) writes the
-    safe records, so that every sink writes the same strings; a prediction that is no JSON
-    value at all (a plug-in's object) is a per-record error, not a run that cannot go on.
-    """
-    safe: list[OutputRecord | ErrorRecord] = []
-    refused: list[ErrorRecord] = []
-    changed = False
-    for record in records:
-        data = json_safe(record.input, strict=False)
-        if isinstance(record, ErrorRecord):
-            value: Any = record.reason
-        else:
-            try:
-                value = json_safe(record.prediction)
-            except (TypeError, ValueError, RecursionError) as exc:
-                refused.append(ErrorRecord(record.id, record.position, data, _refusal(exc)))
-                changed = True
-                continue
-            changed = changed or value is not record.prediction
-        changed = changed or data is not record.input
-        if isinstance(record, ErrorRecord):
-            safe.append(ErrorRecord(record.id, record.position, data, value))
-        else:
-            safe.append(OutputRecord(record.id, record.position, data, value))
-    return (safe, refused) if changed else None
-
-
-def _refusal(exc: BaseException) -> str:
-    return f"the prediction is no JSON value: {exc}"[:300]
-
-
 def parse_rows(lines: Iterable[str], *, fmt: str, skip: int = 0) -> Iterator[Row]:
     """One item per position: a parsed row, a failure reason, or None (skipped, unparsed)."""
     return _read_csv(lines) if fmt == "csv" else _read_jsonl(lines, skip=skip)
@@ -165,14 +89,40 @@ def make_record(
     *,
     id_field: str | None,
     record_field: str | None = None,
+    batch: bool = False,
 ) -> InputRecord:
     """The InputRecord for a parsed row, or an UnreadableRecord for a failure reason; with
-    `record_field`, the record an earlier run's error row holds (`earlier_record`)."""
+    `record_field`, the record an earlier run's error row holds (`earlier_record`); with
+    `batch`, an OpenAI batch request line keyed by its custom_id (`batch_record`)."""
     if isinstance(row, str):
+        if batch:
+            reason = f"input position {position}: {row}"
+            return UnreadableRecord(position, "", {}, reason=reason, code="invalid_json_line")
         return UnreadableRecord(position, str(position), {}, reason=row)
     if record_field is not None:
-        return earlier_record(row, position, id_field=id_field, record_field=record_field)
-    return InputRecord(position, record_id(row, position, id_field=id_field), row)
+        record = earlier_record(row, position, id_field=id_field, record_field=record_field)
+        if not batch or isinstance(record, UnreadableRecord):
+            return record
+        row = record.data
+    return (
+        batch_record(row, position)
+        if batch
+        else InputRecord(position, record_id(row, position, id_field=id_field), row)
+    )
+
+
+def batch_record(line: dict[str, Any], position: int) -> InputRecord:
+    """The record of an OpenAI batch request line: its custom_id and the line, or an
+    UnreadableRecord naming the rule it breaks (runners/batchlines.py)."""
+    if isinstance(line.get("body"), str):  # a SQL text column or a CSV cell holds JSON text
+        line = {**line, "body": batchlines.json_object(line["body"])}
+    problem = batchlines.line_problem(line, position)
+    if problem is not None:
+        code, reason = problem
+        custom_id = line.get("custom_id")
+        usable = custom_id if isinstance(custom_id, str) else ""  # "": no custom_id to name
+        return UnreadableRecord(position, usable, line, reason=reason, code=code)
+    return InputRecord(position, line["custom_id"], line)
 
 
 def earlier_record(
@@ -257,15 +207,21 @@ def _read_csv(lines: Iterable[str]) -> Iterator[Row]:
             yield dict(zip(header, row, strict=True))
 
 
-def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = "utf-8") -> Iterator[str]:
-    """Text lines (with their line endings) from a stream of byte chunks."""
+def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = TEXT_ENCODING) -> Iterator[str]:
+    """Text lines (with their line endings) from a stream of byte chunks.
+
+    The decoder is incremental: a character whose bytes a chunk boundary splits is read whole
+    (decoding each chunk on its own made two replacement characters of it). A UTF-8 byte
+    order mark at the start is dropped, as files are read (`TEXT_ENCODING`)."""
+    text = codecs.getincrementaldecoder(encoding)(errors="replace")
     decoder = io.IncrementalNewlineDecoder(None, translate=False)
     pending = ""
     for chunk in chunks:
-        pending += decoder.decode(chunk.decode(encoding, "replace"))
+        pending += decoder.decode(text.decode(chunk))
         *complete, pending = pending.split("\n")
         for line in complete:
             yield line + "\n"
+    pending += decoder.decode(text.decode(b"", final=True), final=True)
     if pending:
         yield pending
 
@@ -328,14 +284,21 @@ def output_row(record: OutputRecord | ErrorRecord) -> dict[str, Any]:
         row["reason"] = record.reason
     else:
         row["prediction"] = record.prediction
+        if record.usage is not None:  # OpenAI protocols: the answer's token usage
+            row["usage"] = record.usage
     return row
 
 
-def encode_chunk(records: Sequence[OutputRecord | ErrorRecord], *, fmt: str) -> bytes:
+def encode_chunk(
+    records: Sequence[OutputRecord | ErrorRecord], *, fmt: str, salt: str = ""
+) -> bytes:
     """One chunk as bytes in `fmt`, non-finite numbers as NON_FINITE's strings; raises
-    TypeError if a value is no JSON value at all."""
+    TypeError if a value is no JSON value at all. `salt` (the run and Job) makes the ids
+    of openai-batch lines."""
     if fmt == "csv":
         return _encode_csv(records)
+    if fmt == OPENAI_BATCH:
+        return batchlines.encode_chunk(records, salt=salt, dumps=_dumps)
     if not records:
         return b""
     lines = [_dumps(output_row(r)) for r in records]
@@ -347,18 +310,14 @@ def _encode_csv(records: Sequence[OutputRecord | ErrorRecord]) -> bytes:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     is_error = bool(records) and isinstance(records[0], ErrorRecord)
-    writer.writerow(["id", "position", "input", "reason" if is_error else "prediction"])
+    usage = not is_error and any(getattr(r, "usage", None) is not None for r in records)
+    header = ["id", "position", "input", "reason" if is_error else "prediction"]
+    writer.writerow([*header, "usage"] if usage else header)
     for record in records:
         row = output_row(record)
         last = row.get("reason", row.get("prediction"))
-        writer.writerow(
-            [
-                row["id"],
-                row["position"],
-                _dumps(row["input"]),
-                _dumps(last, text=is_error),
-            ]
-        )
+        cells = [row["id"], row["position"], _dumps(row["input"]), _dumps(last, text=is_error)]
+        writer.writerow([*cells, _dumps(row.get("usage"))] if usage else cells)
     return out.getvalue().encode()
 
 
@@ -379,15 +338,28 @@ def count_records(data: bytes, *, fmt: str) -> int:
     return sum(1 for line in data.split(b"\n") if line.strip())
 
 
+def chunk_usage(data: bytes, *, fmt: str) -> dict[str, int]:
+    """The token counts of the usage a chunk written by `encode_chunk` holds."""
+    rows = decode_chunk(data, fmt=fmt)
+    if fmt == OPENAI_BATCH:
+        bodies = [(row.get("response") or {}).get("body") for row in rows]
+        return sum_usage(body.get("usage") for body in bodies if isinstance(body, dict))
+    return sum_usage(row.get("usage") for row in rows)
+
+
 def decode_chunk(data: bytes, *, fmt: str) -> list[dict[str, Any]]:
     """The rows of a chunk written by `encode_chunk` (used to verify and by tests)."""
     text = data.decode()
+    if fmt == OPENAI_BATCH:
+        return batchlines.decode_rows(text)
     if fmt == "csv":
         rows = list(csv.DictReader(io.StringIO(text)))
         for row in rows:
             row["input"] = json.loads(row["input"])
             if "prediction" in row:
                 row["prediction"] = json.loads(row["prediction"])
+            if "usage" in row:
+                row["usage"] = json.loads(row["usage"])
             row["position"] = int(row["position"])
         return rows
     return [json.loads(line) for line in text.splitlines() if line.strip()]

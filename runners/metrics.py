@@ -14,6 +14,9 @@ Metrics, all prefixed `longrun_runner_`:
   written + failed); `failed` are the per-record failures, in the error output;
 - `retries_total`: retries made (model requests, input reads, chunk writes);
 - `chunks_committed_total`; `input_records`: the input's size, once the source knows it;
+- `tokens_total{kind="prompt|completion|total"}`: the token usage of the written records
+  (OpenAI protocols; 0 for the others), the summary's promptTokens, completionTokens and
+  totalTokens;
 - `model_request_duration_seconds{outcome}`: each model call (one batch, one attempt):
   `ok`, `rejected` (4xx), `server_error` (500), `unavailable` (refused, timeout, 429,
   502-504) or `error` (anything else);
@@ -64,6 +67,9 @@ class Stats:
     failed: int = 0
     retried: int = 0
     chunks: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, **counts: int) -> None:
@@ -75,7 +81,16 @@ class Stats:
     def snapshot(self) -> Stats:
         """A copy of the counters, taken at one instant."""
         with self.lock:
-            return Stats(self.read, self.written, self.failed, self.retried, self.chunks)
+            return Stats(
+                self.read,
+                self.written,
+                self.failed,
+                self.retried,
+                self.chunks,
+                self.prompt_tokens,
+                self.completion_tokens,
+                self.total_tokens,
+            )
 
 
 def _unknown() -> int | None:
@@ -116,6 +131,18 @@ class _RunCounts(Collector):
             PREFIX + "retries", "Retries made: model requests, input reads, chunk writes", c.retried
         )
         yield CounterMetricFamily(PREFIX + "chunks_committed", "Chunks committed", c.chunks)
+        tokens = CounterMetricFamily(
+            PREFIX + "tokens",
+            "Token usage of the written records (OpenAI protocols) by kind",
+            labels=["kind"],
+        )
+        for kind, value in (
+            ("prompt", c.prompt_tokens),
+            ("completion", c.completion_tokens),
+            ("total", c.total_tokens),
+        ):
+            tokens.add_metric([kind], value)
+        yield tokens
         if total is not None:
             yield GaugeMetricFamily(
                 PREFIX + "input_records", "Records in the input, once the source knows", total

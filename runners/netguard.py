@@ -65,14 +65,24 @@ class NetworkDenied(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """The denied networks of one run; with none, every method lets everything through."""
+    """The denied networks of one run; with none, every method lets everything through.
+
+    `who` and `remedy` word a refusal for the program that holds the guard: the runner by
+    default, `longrun-fetch` for a model download (runners/fetch_net.py)."""
 
     denied: tuple[Network, ...] = ()
+    who: str = "runners"
+    remedy: str = "point the config at another address"
 
     @classmethod
     def of(cls, ctx: RunContext) -> Guard:
         """The guard of a run (`ctx.denied_cidrs`, from the contract)."""
         return _parsed(tuple(ctx.denied_cidrs))
+
+    @classmethod
+    def of_cidrs(cls, cidrs: tuple[str, ...], *, who: str, remedy: str) -> Guard:
+        """A guard of these networks (ValueError naming one that is not a CIDR)."""
+        return Guard(_parsed(cidrs).denied, who, remedy)
 
     @property
     def is_active(self) -> bool:
@@ -95,8 +105,7 @@ class Guard:
         what = address if host == address else f"it resolves to {address}, which"
         raise NetworkDenied(
             f"connection to {host} refused: {what} is in {network}, a network {SETTING} "
-            "denies to runners; point the config at another address, or ask the cluster "
-            "admin to allow it"
+            f"denies to {self.who}; {self.remedy}, or ask the cluster admin to allow it"
         )
 
     def resolve(self, host: str, port: int) -> list[AddrInfo]:

@@ -23,7 +23,9 @@ from pydantic import ValidationError
 
 from contracts.config import RunnerTuning, default_batch_size
 from contracts.contract import RunnerContract
-from contracts.storage import StorageSpec, check_input, check_output
+from contracts.llm import input_format
+from contracts.storage import FileStorage, S3Storage, StorageSpec, check_input, check_output
+from contracts.storage_fields import OPENAI_BATCH
 from runners import registry
 from runners.api import (
     ConfigError,
@@ -38,6 +40,7 @@ from runners.formats import UnreadableRecord
 from runners.retry import Backoff, call_with_retry
 
 T = TypeVar("T")
+BATCH_ID_FIELD = "custom_id"
 
 
 @dataclass
@@ -64,7 +67,7 @@ def load_contract(path: str) -> RunnerContract:
     except ValidationError as exc:
         raise ConfigError(_validation_line(exc)) from None
     _check_directions(contract)
-    return with_batch_size(contract)
+    return with_batch_output(with_batch_size(contract))
 
 
 def with_batch_size(contract: RunnerContract) -> RunnerContract:
@@ -76,13 +79,28 @@ def with_batch_size(contract: RunnerContract) -> RunnerContract:
     return contract.model_copy(update={"runner": runner})
 
 
+def with_batch_output(contract: RunnerContract) -> RunnerContract:
+    """The contract with an openai-batch input's file and S3 outputs (and errors) in format
+    openai-batch when they name no format: a batch file's answers are a batch output file."""
+    if input_format(contract.input) != OPENAI_BATCH:
+        return contract
+    update: dict[str, StorageSpec] = {}
+    for role in ("output", "errors"):
+        spec: StorageSpec | None = getattr(contract, role)
+        body = None if spec is None else spec.body()
+        if spec is not None and isinstance(body, FileStorage | S3Storage) and body.format is None:
+            settings = body.model_copy(update={"format": OPENAI_BATCH})
+            update[role] = spec.model_copy(update={spec.kind: settings})
+    return contract.model_copy(update=update) if update else contract
+
+
 def _validation_line(exc: ValidationError) -> str:
     errors = exc.errors()
     first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "(root)"
+    where = ".".join(str(part) for part in first["loc"])
     message = str(first["msg"]).removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"contract {where}: {message}{more}"
+    return f"contract {where}: {message}{more}" if where else f"contract: {message}{more}"
 
 
 def _check_directions(contract: RunnerContract) -> None:
@@ -135,10 +153,13 @@ def run_context(contract: RunnerContract, *, stop: threading.Event | None = None
         tuning=contract.runner,
         stop=stop,
         denied_cidrs=tuple(contract.network.denied_cidrs) if contract.network else (),
+        input_format=input_format(contract.input),
     )
 
 
 def _input_id_field(storage: StorageSpec) -> str | None:
+    if input_format(storage) == OPENAI_BATCH:
+        return BATCH_ID_FIELD  # the custom_id: unique in a batch file, as OpenAI requires
     body = storage.body()
     value = body.get("idField") if isinstance(body, dict) else getattr(body, "id_field", None)
     return value if isinstance(value, str) else None

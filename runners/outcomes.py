@@ -23,19 +23,27 @@ class Outcomes(Sequence[Outcome]):
     of a tensor client's CPU at 256 records per batch (bench/runner_client_cpu.py). Built-in
     clients return it and the pipeline reads `values` and `failures` directly; `Outcomes.of`
     turns a plug-in's plain list into one.
+    `usage`, when a client gives it (the OpenAI ones), holds each record's token usage (a
+    dict, or None), beside `values`; None otherwise, so the tensor clients pay nothing.
     Immutable by convention, like the per-record types.
     """
 
-    __slots__ = ("failures", "values")
+    __slots__ = ("failures", "usage", "values")
 
-    def __init__(self, values: list[Any], failures: Mapping[int, RecordFailure] | None = None):
+    def __init__(
+        self,
+        values: list[Any],
+        failures: Mapping[int, RecordFailure] | None = None,
+        usage: list[Any] | None = None,
+    ):
         self.values = values
         self.failures: Mapping[int, RecordFailure] = failures or {}
+        self.usage = usage
 
     @classmethod
-    def all_failed(cls, size: int, reason: str) -> Outcomes:
-        """`size` outcomes, each a RecordFailure for `reason`."""
-        return cls([None] * size, dict.fromkeys(range(size), RecordFailure(reason)))
+    def all_failed(cls, size: int, reason: str, *, code: str | None = None) -> Outcomes:
+        """`size` outcomes, each a RecordFailure for `reason` (with `code`, if given)."""
+        return cls([None] * size, dict.fromkeys(range(size), RecordFailure(reason, code)))
 
     @classmethod
     def of(cls, outcomes: Iterable[Outcome]) -> Outcomes:

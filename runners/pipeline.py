@@ -61,7 +61,7 @@ from runners.formats import UnreadableRecord
 from runners.metrics import RunnerMetrics, Stats
 from runners.modelcalls import ModelCalls, Result
 from runners.progress import Progress
-from runners.recordids import IdScreen
+from runners.recordids import IdScreen, refusal_code
 from runners.retry import Backoff, Contact, RateLimiter, Stopped, call_with_retry
 
 T = TypeVar("T")
@@ -106,6 +106,8 @@ class Pipeline:
     # Ids come from an input field (`idField`), so two records may share one (recordids.py).
     ids_from_field: bool = False
     metrics: RunnerMetrics = field(default_factory=RunnerMetrics)  # runners/metrics.py
+    # The protocol answers with token usage (OpenAI): progress lines say tokens and tokens/s.
+    counts_tokens: bool = False
 
     def __post_init__(self) -> None:
         t = self.tuning
@@ -161,6 +163,8 @@ class Pipeline:
         )
         # Every record of a committed chunk was read once and written or failed once.
         self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
+        if committed and self.counts_tokens:
+            self.stats.add(**self._retrying(lambda: self.sink.committed_usage(committed)))
         # Chunks committed by an earlier pod: the model answered in this run.
         self._calls = self._model_calls(answered=bool(committed))
         progress = self._progress = Progress(
@@ -169,6 +173,7 @@ class Pipeline:
             done_before=first * self.tuning.chunk_size,
             stream=self.log,
             counts=lambda: (self.stats.read, self.stats.written, self.stats.failed),
+            tokens=(lambda: self.stats.total_tokens) if self.counts_tokens else None,
         )
         writer = threading.Thread(
             target=self._committer.write_all, args=(first, progress), name="writer"
@@ -211,7 +216,7 @@ class Pipeline:
                 self._flush(pool, job, batch)
                 job, batch = ChunkJob(index), []
             if isinstance(record, UnreadableRecord):
-                job.fail(record, record.reason)
+                job.fail(record, record.reason, code=record.code)
                 continue
             batch.append(record)
             if len(batch) >= batch_size:
@@ -244,7 +249,7 @@ class Pipeline:
         """Send `batch` to the model, but for records whose ids were refused: they fail now."""
         batch, refused = self._ids.screen(batch)
         for record, reason in refused:  # queued ahead of the batch before them, as unreadable
-            job.fail(record, reason)
+            job.fail(record, reason, code=refusal_code(reason))
         if batch:
             job.parts.append(self._submit(pool, batch))
 

@@ -1,4 +1,5 @@
-"""Progress lines on stderr: records done, rate and ETA, every `progressIntervalSeconds`
+"""Progress lines on stderr: records done, rate, ETA and (OpenAI protocols) tokens and
+tokens/s, every `progressIntervalSeconds`
 (the first one a quarter of a second after the start).
 
 A background thread wakes on a timer rather than on chunk boundaries, so a run
@@ -52,9 +53,12 @@ class Progress:
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
         counts: Callable[[], tuple[int, int, int]] | None = None,
+        tokens: Callable[[], int] | None = None,
     ) -> None:
         self.interval = interval
         self._counts = counts  # whole-run (read, written, failed), when the caller has them
+        self._tokens = tokens  # whole-run total tokens (OpenAI protocols), else None
+        self._tokens_before = tokens() if tokens is not None else 0
         self.total = None if callable(total) else total
         self._count = total if callable(total) else None
         self.counted = threading.Event()  # set once a total function returned or raised
@@ -100,6 +104,10 @@ class Progress:
             fields["total"] = total
             if rate > 0:
                 fields["eta"] = round(max(total - written - failed, 0) / rate)
+        if self._tokens is not None:
+            tokens = self._tokens()
+            fields["tokens"] = tokens
+            fields["tokenRate"] = round((tokens - self._tokens_before) / elapsed, 1)
         return json.dumps({PROGRESS_KEY: fields}, separators=(",", ":"))
 
     def start(self) -> None:

@@ -69,6 +69,14 @@ class IdScreen:
         return batch, refused
 
 
+def refusal_code(reason: str) -> str:
+    """The code of a refusal `screen` made, as OpenAI batch error lines name it."""
+    return "duplicate_custom_id" if reason.startswith(_DUPLICATE) else "invalid_custom_id"
+
+
+_DUPLICATE = "duplicate id "
+
+
 def _too_long(record_id: str) -> str:
     return (
         f"id '{record_id[:40]}…' is {len(record_id)} characters long, longer than "
@@ -77,7 +85,7 @@ def _too_long(record_id: str) -> str:
 
 
 def _duplicate(record_id: str) -> str:
-    return f"duplicate id '{record_id}': an earlier record of this run has the same id"
+    return f"{_DUPLICATE}'{record_id}': an earlier record of this run has the same id"
 
 
 class SeenIds:

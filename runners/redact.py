@@ -91,6 +91,15 @@ def redact(text: str) -> str:
     return _active.redact(text) if _active is not None else text
 
 
+def redact_value(value: Any) -> Any:
+    """A JSON value (a server's answer) without the execution's Secret values in its texts."""
+    if _active is None:
+        return value
+    text = json.dumps(value)
+    clean = _active.redact(text)
+    return value if clean == text else json.loads(clean)
+
+
 def redact_result(result: RunResult) -> RunResult:
     """The summary with Secret values blanked out of its texts."""
     texts = {"reason": result.reason, "output": result.output}

@@ -19,6 +19,7 @@ _.job_id  # RunnerContract (Krateo's field)
 _.made_at  # ApiKeysStatus (status.apiKeys.madeAt, for people)
 # Framework hooks looked up by name.
 _.tempdir  # tempfile.tempdir, read by tempfile (local/servers/triton_onnx.py sets it)
+_.collect_ignore_glob  # pytest reads it from a conftest (tests/kueue/conftest.py)
 _.pool_classes_by_scheme  # urllib3 PoolManager reads it (runners/httpio.py GuardedAdapter)
 _._create_connection  # http.client's HTTPConnection.connect calls it (runners/netguard.py)
 _.ignore_aliases  # yaml.SafeDumper (controller/crds.py)
@@ -45,3 +46,10 @@ _.require_controllers  # e2e fixtures for real-control-plane suites
 _.ssl_ca_cert  # kubernetes Configuration (e2e/real)
 _.cert_file  # kubernetes Configuration (e2e/real)
 _.add_cleanup  # e2e/README.md: the real control plane's hook for agents started in-process
+# External hosts (issue 31).
+_.models_text  # InferenceHostStatus (a printer column, written by pydantic)
+_.allocated_slots  # InferenceHostStatus (status.allocatedSlots, for people)
+_.allocated_memory  # InferenceHostStatus (status.allocatedMemory, for people)
+_.OpenAIProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
+_.OllamaProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN
+_.InferencedProtocol  # imported by name: controller/hosts/protocols/__init__.py BUILTIN

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from e2e.backends import REAL_STATUS
+from e2e.kueue.assets import KUEUE_STATUS
 from tests.runners.runner_stores import (
     MARIADB_URLS,
     POSTGRES_URLS,
@@ -73,6 +74,9 @@ def moto_endpoint() -> Iterator[str]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Say whether the real control plane ran, or why not: its skip is the one CI allows."""
+    """Say whether the real control plane and Kueue ran, or why not: their skips are the ones
+    CI allows."""
     if REAL_STATUS.outcome:
         terminalreporter.write_line(f"real backend: {REAL_STATUS.outcome}: {REAL_STATUS.detail}")
+    if KUEUE_STATUS.outcome:
+        terminalreporter.write_line(f"kueue: {KUEUE_STATUS.outcome}: {KUEUE_STATUS.detail}")

@@ -1,9 +1,11 @@
-"""The CI guard: a missing service skips locally but fails in CI; the one exception is the
-real control plane (e2e/backends.py), whose binaries CI machines do not carry.
+"""The CI guard: a missing service skips locally but fails in CI; the two exceptions are the
+real control plane (e2e/backends.py) and Kueue's manager (e2e/kueue), which CI machines do
+not carry.
 
 Real: pytest itself, run in a subprocess (pytester) with and without CI set, importing
-the real `tests.support` helper and the real `kube_real_session` fixture. Faked: the
-service — the probe declares it unavailable; KUBEBUILDER_ASSETS names an empty directory.
+the real `tests.support` helper and the real `kube_real_session` and `kueue_assets` fixtures.
+Faked: the service — the probe declares it unavailable; KUBEBUILDER_ASSETS and KUEUE_ASSETS
+name an empty directory.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ REAL_PROBE = """
 from e2e.fixtures import kube_real_session
 
 def test_needs_the_real_control_plane(kube_real_session):
+    pass
+"""
+
+
+KUEUE_PROBE = """
+from e2e.kueue.fixtures import kueue_assets
+
+def test_needs_kueue(kueue_assets):
     pass
 """
 
@@ -63,4 +73,16 @@ def test_missing_real_control_plane_skips_even_in_ci(
     result.stdout.fnmatch_lines(
         ["*real control plane: no kube-apiserver/etcd in $KUBEBUILDER_ASSETS=*; set "
          "KUBEBUILDER_ASSETS to a directory holding them to run*"]
+    )  # fmt: skip
+
+
+def test_missing_kueue_skips_even_in_ci_in_one_line(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUEUE_ASSETS", str(pytester.path))
+    result = _run(pytester, monkeypatch, ci="true", probe=KUEUE_PROBE)
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        ["*kueue: no kueue manager with crds/ in $KUEUE_ASSETS=*; set KUEUE_ASSETS to a "
+         "directory holding them to run*"]
     )  # fmt: skip

@@ -39,6 +39,7 @@ from contracts.serving.sources import (
     RuntimeKind,
     format_problem,
 )
+from contracts.serving.text import ServedName, UrlPath
 
 
 class ServingResources(Schema):
@@ -97,9 +98,7 @@ class IngressSpec(Schema):
     host: Annotated[str, StringConstraints(max_length=253, pattern=DNS_SUBDOMAIN)] = Field(
         description="Host name, e.g. llm.example.com."
     )
-    path: Annotated[str, StringConstraints(pattern=r"^/", max_length=1024)] = Field(
-        default="/", description="Path prefix."
-    )
+    path: UrlPath = Field(default="/", description="Path prefix.")
     class_name: ObjectName | None = Field(default=None, description="IngressClass name.")
 
 
@@ -215,7 +214,7 @@ class ModelDeploymentSpec(Schema):
 
     model_ref: ModelRef | None = Field(default=None, description="The Model to serve.")
     model: ModelSpec | None = Field(default=None, description="An inline model (no Model object).")
-    served_name: ShortText | None = Field(
+    served_name: ServedName | None = Field(
         default=None,
         description="Name runs call the model by; default: the Model's (inline: the deployment's).",
     )

@@ -32,6 +32,7 @@ from contracts.serving.sources import (
     default_task,
     parse_source,
 )
+from contracts.serving.text import EndpointUrl
 
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 Arg = Annotated[str, StringConstraints(max_length=4096)]
@@ -91,7 +92,7 @@ class ModelSpec(Schema):
         default=None,
         description="Secret with the credentials the download needs (S3 keys, HF_TOKEN, ...).",
     )
-    endpoint_url: Annotated[str, StringConstraints(max_length=2048)] | None = Field(
+    endpoint_url: EndpointUrl | None = Field(
         default=None, description="s3:// sources: endpoint of an S3-compatible store (MinIO, ...)."
     )
     sha256: Sha256 | None = Field(

@@ -20,22 +20,27 @@ from contracts.model import Protocol
 from contracts.serving.model import (
     Arg,
 )
+from contracts.serving.serverflags import LLAMA_CPP
 from contracts.serving.sources import (
-    MANAGED_LLAMA_FLAGS,
     RuntimeKind,
 )
+from contracts.serving.text import UrlPath
 
 Image = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 _IMAGE_DOC = "Image override; default: the controller's image for this runtime (a chart value)."
 
 
+LLAMA_ARGS_REFUSED = (
+    "extraArgs may not set the model source, served name, API keys, listen address, TLS, "
+    "server-side files, tools or RPC (docs/serving.md lists the flags)"
+)
+
+
 def _check_llama_args(args: list[str]) -> list[str]:
+    # Matched as llama.cpp reads them: `--api_key` is `--api-key` (contracts/serving/serverflags).
     for arg in args:
-        if MANAGED_LLAMA_FLAGS.match(arg):
-            raise ValueError(
-                f"{arg.split('=')[0]!r} is set by longrun (model, address and API keys); "
-                "remove it from extraArgs"
-            )
+        if problem := LLAMA_CPP.arg_problem(arg, field="extraArgs"):
+            raise ValueError(problem)
     return args
 
 
@@ -59,10 +64,7 @@ class LlamaCppRuntime(Schema):
         default_factory=list,
         max_length=64,
         description="More llama-server flags, appended as given (not the ones longrun sets).",
-        json_schema_extra=cel(
-            "self.all(a, !a.matches('" + MANAGED_LLAMA_FLAGS.pattern.replace("\\", "\\\\") + "'))",
-            "extraArgs may not set --host, --port, --model, --alias or the API-key flags",
-        ),
+        json_schema_extra=cel(LLAMA_CPP.cel_arg_rule(), LLAMA_ARGS_REFUSED),
     )
 
 
@@ -106,7 +108,7 @@ class GenericRuntime(Schema):
     )
     port: int = Field(ge=1, le=65535, description="Port the server listens on (HTTP or gRPC).")
     protocol: Protocol = Field(description="Protocol runs use, e.g. openai-chat or kserve-v2.")
-    health_path: Annotated[str, StringConstraints(pattern=r"^/", max_length=1024)] | None = Field(
+    health_path: UrlPath | None = Field(
         default=None, description="HTTP path of the readiness probe; default: a TCP probe."
     )
 

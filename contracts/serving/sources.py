@@ -35,8 +35,6 @@ RUNTIME_FORMATS: dict[str, tuple[str, ...]] = {
     "triton": ("onnx", "triton-repository"),
 }
 GENERATIVE_TASKS = ("chat-completion", "completion", "embeddings")
-# llama.cpp flags longrun sets itself: extraArgs may not override them (auth, address, model).
-MANAGED_LLAMA_FLAGS = re.compile(r"^(--(host|port|model|alias|api-key|api-key-file)|-m|-a)(=.*)?$")
 HTTP_NEEDS_SHA = (
     "source: an http:// source needs sha256 (plain HTTP is not authenticated); set sha256 "
     "or use https://"

@@ -35,6 +35,7 @@ from controller.core.children import (
     owner_reference,
     service_account_of,
 )
+from controller.core.kueue import policy as queueing
 from controller.core.runnerpod import (
     JOB_NAME_LABEL,
     RUNNER_UID,
@@ -188,11 +189,14 @@ def auto_delete_annotations(spec: InferenceConfigSpec) -> dict[str, str]:
 
 
 def build_job(resolved: Resolved, settings: Settings) -> Manifest:
-    """The Job of a one-shot run, owned by the run."""
+    """The Job of a one-shot run, owned by the run; in a Kueue queue, created suspended (Kueue
+    starts it on admission, controller/core/kueue/policy.py)."""
     metadata = child_metadata(resolved, names.job_name(resolved.run.name))
     metadata["annotations"].update(auto_delete_annotations(resolved.config_spec))
+    metadata["labels"].update(queueing.job_labels(resolved.spec, settings))
     spec = build_job_spec(resolved, settings)
-    spec["suspend"] = resolved.spec.suspend or resolved.spec.cancel  # created paused, or not
+    stop = resolved.spec.suspend or resolved.spec.cancel  # created paused, or not
+    spec["suspend"] = stop or queueing.is_queued(resolved.spec, settings)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
 
 
@@ -201,19 +205,19 @@ def build_cron_job_spec(resolved: Resolved, settings: Settings) -> Manifest:
     run = resolved.spec
     assert run.schedule is not None  # callers build CronJobs for scheduled runs only
     job_metadata = {
-        "labels": labels_of(resolved.run),
+        "labels": {**labels_of(resolved.run), **queueing.job_labels(run, settings)},
         "annotations": {names.RUN_ANNOTATION: resolved.run.name},
     }
+    job_spec = build_job_spec(resolved, settings)
+    if queueing.is_queued(run, settings):
+        job_spec["suspend"] = True  # each execution waits for Kueue
     spec: Manifest = {
         "schedule": run.schedule,
         "concurrencyPolicy": run.concurrency_policy,
         "suspend": run.suspend,
         "successfulJobsHistoryLimit": run.successful_jobs_history_limit,
         "failedJobsHistoryLimit": run.failed_jobs_history_limit,
-        "jobTemplate": {
-            "metadata": job_metadata,
-            "spec": build_job_spec(resolved, settings),
-        },
+        "jobTemplate": {"metadata": job_metadata, "spec": job_spec},
     }
     if run.time_zone is not None:
         spec["timeZone"] = run.time_zone

@@ -25,6 +25,9 @@ from controller.core import conditions as cond
 from controller.core.builders import Resolved
 from controller.core.conditions import find
 from controller.core.jobs import is_finished, job_state
+from controller.core.kueue import policy as queueing
+from controller.core.kueue import workload
+from controller.core.kueue.status import with_queue
 from controller.core.pinning import Pin, config_pin
 from controller.core.ports import Kind, Obj
 from controller.core.progress import progress_wait, with_progress
@@ -42,7 +45,7 @@ from controller.core.validation import Problem
 from controller.core.writes import Create, Delete, Patch
 
 OPTIONAL_CRON = ("timeZone", "startingDeadlineSeconds")
-OPTIONAL_JOB = ("activeDeadlineSeconds",)
+OPTIONAL_JOB = ("activeDeadlineSeconds", "suspend")  # suspend: a job template in a queue
 
 
 ChildWrite = Create[Kind] | Patch[Kind]
@@ -71,11 +74,11 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     if uses.gave_up(obs.previous):  # its deployment never became Available: never starts
         return Decision((), obs.previous)
     writes: tuple[ChildWrite, ...] = ()
-    problem, pin, use = obs.problem, None, None
+    problem, pin, held, use = obs.problem, None, False, None
     if problem is None and obs.is_started:
         # Frozen, but for the two fields a user may change: suspend, and cancel (for good).
-        writes = tuple(w for w in [suspend_write(obs)] if w is not None)
-        use = started_use(obs)
+        writes = tuple(w for w in [suspend_write(obs, settings)] if w is not None)
+        use = uses.started_use(obs)
     elif problem is None and not obs.spec.cancel:  # cancelled before it started: nothing runs
         resolved = _resolve(obs, settings)
         pin = None if isinstance(resolved, Problem) else config_pin(obs)
@@ -86,10 +89,14 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
             problem = obs.answer or (pin.problem if pin else None)
         else:
             config_map = builders.build_config_map(resolved, settings)
-            job = builders.build_job(resolved, settings)
-            writes, problem = _child_writes(obs, [(config_map, obs.config_map), (job, obs.job)])
+            pairs = [(config_map, obs.config_map)]
+            held = queueing.holds(resolved.spec, settings)  # suspended before it was queued
+            if not held:
+                pairs.append((builders.build_job(resolved, settings), obs.job))
+            writes, problem = _child_writes(obs, pairs)
     status = one_shot_status(obs, problem=problem, now=stamp)
     status = _pinned(status.model_copy(update={"model_deployment": use}), obs, pin, now=stamp)
+    status = with_queue(status, obs, settings, held=held, now=stamp)
     status = with_progress(status, obs, now=stamp)
     status, waiting = uses.waiting_status(
         status,
@@ -113,15 +120,28 @@ def _soonest(*waits: float | None) -> float | None:
     return min(pending) if pending else None
 
 
-def suspend_write(obs: Observed) -> Patch[Kind] | None:
+def suspend_write(obs: Observed, settings: Settings) -> Patch[Kind] | None:
     """The patch suspending (`spec.suspend` or `spec.cancel`) or resuming a one-shot run's
-    Job, while the Job is ours and has not finished; None when it is as wanted."""
+    Job, while the Job is ours and has not finished; None when it is as wanted.
+
+    A Job Kueue manages is never patched: its `spec.suspend` is Kueue's. The run stops and
+    starts through its Workload's `spec.active` instead (controller/core/kueue/workload.py),
+    once Kueue has made it."""
     job, uid = obs.job, str((obs.run.get("metadata") or {}).get("uid") or "")
     if job is None or not is_owned_by(job, uid) or is_finished(job_state(job)):
         return None
-    body = job_suspend_patch(job, wanted=obs.spec.suspend or obs.spec.cancel)
-    meta = job["metadata"]
-    return None if body is None else Patch("Job", meta["namespace"], meta["name"], body)
+    stop = obs.spec.suspend or obs.spec.cancel
+    if queueing.is_managed(job, settings):
+        found = workload.owned(job, obs.workload)
+        body = workload.active_patch(found, active=not stop) if found is not None else None
+        return None if body is None or found is None else _patch("Workload", found, body)
+    body = job_suspend_patch(job, wanted=stop)
+    return None if body is None else _patch("Job", job, body)
+
+
+def _patch(kind: Kind, obj: Obj, body: Obj) -> Patch[Kind]:
+    meta = obj["metadata"]
+    return Patch(kind, meta["namespace"], meta["name"], body)
 
 
 def job_suspend_patch(current: Obj, *, wanted: bool) -> Obj | None:
@@ -140,7 +160,7 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         resolved = None if isinstance(found, Problem) else found
         problem = found if isinstance(found, Problem) else None
     pin = config_pin(obs) if resolved is not None else None
-    use = _scheduled_use(obs, resolved or problem)
+    use = uses.scheduled_use(obs, resolved or problem)
     if resolved is not None and obs.answer is not None:
         problem = obs.answer
     elif pin is not None and not pin.follow:
@@ -187,33 +207,6 @@ def _pinned(
     return status.model_copy(
         update={"accepted_config": accepted, "conditions": [*status.conditions, *kept]}
     )
-
-
-def _scheduled_use(obs: Observed, found: Resolved | Problem | None) -> str | None:
-    """The deployment a scheduled run uses: the one the config version its CronJob runs
-    admitted it to (while a change of a shared config waits, the accepted version's)."""
-    if obs.problem is not None or obs.config is None:
-        return None
-    if obs.cron_job is not None and not config_pin(obs).follow:
-        return obs.previous.model_deployment
-    return uses.admitted_to(found, obs.config)
-
-
-def started_use(obs: Observed) -> str | None:
-    """The deployment a started one-shot run uses: the one it was admitted to. A run started
-    before runs recorded it (status.modelDeployment) counts for its config's deploymentRef
-    if the config is still the version the run accepted."""
-    previous = obs.previous
-    if previous.model_deployment is not None or obs.config is None:
-        return previous.model_deployment
-    meta = obs.config.get("metadata") or {}
-    accepted = previous.accepted_config
-    unchanged = accepted is not None and (accepted.uid, accepted.generation) == (
-        meta.get("uid"),
-        meta.get("generation"),
-    )
-    target = uses.target_of(obs.config)
-    return target.key if unchanged and target is not None else None
 
 
 def _resolve(obs: Observed, settings: Settings) -> Resolved | Problem:
@@ -271,12 +264,14 @@ def drift_patch(desired: Obj, current: Obj) -> Obj | list[Obj] | None:
     Only fields we own are written: a ConfigMap's data; a CronJob's spec, whose drift
     shows in our spec-hash annotation (the API server defaults fields we never set). Of a
     Job only `spec.suspend`: its pod template is immutable, and so is a one-shot run but
-    for `suspend` and `cancel`.
+    for `suspend` and `cancel`; and not even that of a Job in a Kueue queue.
     """
     kind = desired["kind"]
     if kind == "ConfigMap":
         return None if current.get("data") == desired["data"] else {"data": desired["data"]}
     if kind == "Job":
+        if queueing.QUEUE_LABEL in ((current.get("metadata") or {}).get("labels") or {}):
+            return None  # Kueue's: longrun never writes its spec.suspend
         return job_suspend_patch(current, wanted=bool(desired["spec"].get("suspend")))
     if kind == "CronJob" and _hash_of(current) != (wanted := _hash_of(desired)):
         return [*cron_job_ops(current, desired["spec"]), _annotation_op(current, wanted or "")]

@@ -44,8 +44,9 @@ def transition_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[
         and (was_current is None or was_current.status != "False")
     ):
         events.append(EventSpec("Warning", current.reason, current.message))
-    if new.phase != old.phase and new.phase is not None:
+    if new.phase != old.phase and new.phase not in (None, "Queued"):  # Queued: _queue_events
         events.append(_phase_event(new, was=old.phase))
+    events.extend(_queue_events(old, new))
     events.extend(_execution_events(old, new))
     return events
 
@@ -56,6 +57,8 @@ def _phase_event(new: InferenceRunStatus, *, was: str | None) -> EventSpec:
         return EventSpec("Normal", "Resumed", f"Job {new.job_name} resumed")
     if phase == "Suspended" and new.job_name:
         return EventSpec("Normal", "Suspended", f"Job {new.job_name} is suspended")
+    if phase == "Suspended" and not new.cron_job_name:  # held before its Job was queued
+        return EventSpec("Normal", "Suspended", new.message or "suspended before it started")
     if phase == "Cancelled":
         return EventSpec("Normal", "Cancelled", _cancelled_text(new))
     if phase == "Pending":
@@ -73,6 +76,32 @@ def _phase_event(new: InferenceRunStatus, *, was: str | None) -> EventSpec:
         "Suspended": f"CronJob {new.cron_job_name} is suspended",
     }
     return EventSpec("Normal", phase or "Unknown", messages.get(phase or "", ""))
+
+
+# Queued reasons without an event of their own: a Workload Kueue makes within moments; a
+# preemption, which has its `Preempted` event.
+QUIET_QUEUED = ("WaitingForWorkload", "Preempted")
+
+
+def _queue_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[EventSpec]:
+    """Kueue's say about the run's Job (controller/core/kueue/): `Queued` each time why it
+    waits changes, with Kueue's words; `Preempted` when Kueue preempts it."""
+    events = []
+    queued, was = find(new.conditions, "Queued"), find(old.conditions, "Queued")
+    if (
+        queued is not None
+        and queued.status == "True"
+        and queued.reason not in QUIET_QUEUED
+        and (was is None or (was.status, was.reason) != ("True", queued.reason))
+    ):
+        events.append(
+            EventSpec("Normal", "Queued", f"Job {new.job_name} is queued: {queued.message}")
+        )
+    now, before = find(new.conditions, "Preempted"), find(old.conditions, "Preempted")
+    if now is not None and now.status == "True" and (before is None or before.status != "True"):
+        text = f"Kueue preempted Job {new.job_name} ({now.reason}): {now.message}"
+        events.append(EventSpec("Normal", "Preempted", text))
+    return events
 
 
 def _execution_events(old: InferenceRunStatus, new: InferenceRunStatus) -> list[EventSpec]:

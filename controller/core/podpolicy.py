@@ -90,9 +90,15 @@ def pod_problems(spec: InferenceConfigSpec, policy: PodPolicy) -> list[Problem]:
     ]  # fmt: skip
 
 
+_RESERVED_ENV_UPPER = frozenset(name.upper() for name in RESERVED_ENV)
+
+
 def is_reserved_env(name: str) -> bool:
-    """True for a variable the runtime or longrun interprets."""
-    return name in RESERVED_ENV or name.upper().startswith(RESERVED_ENV_PREFIXES)
+    """True for a variable the runtime or longrun interprets, compared without regard to case:
+    some readers ignore it (pydantic-settings, so MLServer), and no legitimate use needs a
+    reserved name in another case."""
+    upper = name.upper()
+    return upper in _RESERVED_ENV_UPPER or upper.startswith(RESERVED_ENV_PREFIXES)
 
 
 def env_problems(spec: InferenceConfigSpec) -> Iterator[Problem]:

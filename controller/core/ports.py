@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 Obj = dict[str, Any]
-Kind = Literal["ConfigMap", "Job", "CronJob", "InferenceRun"]
+Kind = Literal["ConfigMap", "Job", "CronJob", "InferenceRun", "Workload"]
 StatusKind = Literal["InferenceRun", "InferenceConfig"]
 EventType = Literal["Normal", "Warning"]
 
@@ -45,6 +45,7 @@ class Children:
     cron_job: Obj | None = None
     jobs: list[Obj] = field(default_factory=list)  # Jobs spawned by the run's CronJob
     pods: list[Obj] = field(default_factory=list)
+    workload: Obj | None = None  # Kueue's Workload of the one-shot run's Job
 
 
 class Cluster(Protocol):

@@ -145,7 +145,7 @@ def progress_of(status: InferenceRunStatus, obs: Observed, *, now: datetime) -> 
         return _refreshed(kept, obs.runner_log, name, now=now)
     if obs.spec.is_scheduled:
         return None
-    if status.phase == "Suspended":
+    if status.phase in ("Suspended", "Queued"):  # Queued: preempted, its counts kept
         return _paused(previous)
     if status.phase in FINISHED:
         return _final(previous, status)
@@ -174,6 +174,8 @@ def _refreshed(
             records_total=report.total,
             records_per_second=None if report.rate is None else round(report.rate, 1),
             eta_seconds=eta,
+            tokens_total=report.tokens,
+            tokens_per_second=None if report.tokens_rate is None else round(report.tokens_rate, 1),
             updated_at=now,
         )
     )
@@ -182,7 +184,8 @@ def _refreshed(
 def _paused(previous: RunProgress | None) -> RunProgress | None:
     if previous is None:
         return None
-    return displayed(previous.model_copy(update={"records_per_second": None, "eta_seconds": None}))
+    still = {"records_per_second": None, "eta_seconds": None, "tokens_per_second": None}
+    return displayed(previous.model_copy(update=still))
 
 
 def _final(previous: RunProgress | None, status: InferenceRunStatus) -> RunProgress | None:
@@ -202,6 +205,7 @@ def _final(previous: RunProgress | None, status: InferenceRunStatus) -> RunProgr
             records_written=result.records_written,
             records_failed=result.records_failed,
             records_total=total,
+            tokens_total=result.total_tokens,
             updated_at=previous.updated_at if previous is not None else status.completion_time,
         )
     )
@@ -244,12 +248,14 @@ def displayed(progress: RunProgress) -> RunProgress:
             text += f"/{compact(progress.records_total)} ({int(pct or 0)}%)"
     rate = progress.records_per_second
     eta = progress.eta_seconds
+    tokens = progress.tokens_per_second
     return progress.model_copy(
         update={
             "percent": pct,
             "text": text,
             "rate_text": None if rate is None else f"{compact(rate)}/s",
             "eta_text": None if eta is None else duration_text(eta),
+            "tokens_per_second_text": None if tokens is None else f"{compact(tokens)}/s",
         }
     )
 

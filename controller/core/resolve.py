@@ -1,8 +1,8 @@
 """Find a run's config and decide whether the pair may run: every user error lives here.
 
-The order of checks is the order a person fixes things in: the run's own spec,
-the config reference (missing, or in a namespace that does not allow this run),
-the config, then the controller's allow-lists and the Secret-namespace rule.
+The order of checks is the order a person fixes things in: the run's own spec (and the
+priorities it names), the config reference (missing, or in a namespace that does not allow
+this run), the config, then the controller's allow-lists and the Secret-namespace rule.
 Each failure is a `Problem` with a CamelCase reason that becomes the `Accepted`
 condition; none is retried until the run or the config changes.
 """
@@ -18,6 +18,7 @@ from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
 from controller.core.builders import ObjectIdentity, Resolved, image_of, service_account_of
 from controller.core.jobs import Obj
+from controller.core.kueue.policy import priority_problems
 from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.secretrefs import secret_uses
 from controller.core.serving import uses
@@ -121,7 +122,7 @@ def resolve(
     config's model.deploymentRef, the deployment the run waits for: serving/uses.py)."""
     # The run's own problems come first: they need no config, and a user who creates the
     # config the run waits for should not learn only then that the run itself is wrong.
-    own = run_spec_problems(spec)
+    own = [*run_spec_problems(spec), *priority_problems(spec, settings)]
     if own:
         return own[0]
     config = find_config(run, spec, lookup)

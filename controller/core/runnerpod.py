@@ -178,6 +178,8 @@ def build_pod_template(resolved: Resolved, settings: Settings) -> Manifest:
         spec["tolerations"] = [t.to_wire() for t in pod.tolerations]
     if pod.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": s.name} for s in pod.image_pull_secrets]
+    if resolved.spec.priority_class_name is not None:  # allowed by controller/core/kueue/policy
+        spec["priorityClassName"] = resolved.spec.priority_class_name
     metadata = {
         "labels": {**pod.labels, **labels_of(resolved.run)},
         "annotations": {**pod.annotations, names.RUN_ANNOTATION: resolved.run.name},

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from contracts.base import DNS_SUBDOMAIN
 from contracts.contract import checked_cidr
 
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -22,6 +23,7 @@ DEFAULT_BIND_ADDRESS = "127.0.0.1"
 DEFAULT_IMAGE = "ghcr.io/longrun-dev/longrun-runner:latest"  # docker/runner.Dockerfile
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)(ms|s|m|h)?)+$")
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
+QUEUE_NAME_MAX = 63  # it becomes the kueue.x-k8s.io/queue-name label value
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 
@@ -88,6 +90,20 @@ def parse_cidrs(text: str, *, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cidrs))
 
 
+def parse_queue_name(text: str) -> str | None:
+    """A Kueue LocalQueue name (a label value: an object name of at most 63 characters), or
+    None when blank."""
+    value = text.strip()
+    if not value:
+        return None
+    if len(value) > QUEUE_NAME_MAX or not re.fullmatch(DNS_SUBDOMAIN, value):
+        raise SettingsError(
+            f"DEFAULT_QUEUE_NAME={text!r} is not a LocalQueue name (lowercase letters, digits, "
+            f"'-' and '.', at most {QUEUE_NAME_MAX} characters)"
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the controller reads from its environment."""
@@ -102,6 +118,13 @@ class Settings:
     allowed_pod_labels: tuple[str, ...] = ()
     allowed_pod_annotations: tuple[str, ...] = ()
     allowed_tolerations: tuple[str, ...] = ()
+    allowed_priority_classes: tuple[str, ...] = ()  # runner pods' spec.priorityClassName
+    # Kueue (docs/shared-clusters.md): the queue of runs that name none, whether Kueue manages
+    # Jobs without a queue label (its manageJobsWithoutQueueName), the WorkloadPriorityClasses
+    # runs may name.
+    default_queue_name: str | None = None
+    kueue_manages_jobs_without_queue_name: bool = False
+    allowed_workload_priority_classes: tuple[str, ...] = ()
     # Networks runner pods never connect to, enforced by the runner after DNS resolution.
     denied_cidrs: tuple[str, ...] = ()
     runner_service_account: str | None = None
@@ -151,6 +174,13 @@ def settings_from_env(env: Mapping[str, str] | None = None) -> Settings:
         allowed_pod_labels=parse_list(get("ALLOWED_POD_LABELS", "")),
         allowed_pod_annotations=parse_list(get("ALLOWED_POD_ANNOTATIONS", "")),
         allowed_tolerations=parse_list(get("ALLOWED_TOLERATIONS", "")),
+        allowed_priority_classes=parse_list(get("ALLOWED_PRIORITY_CLASSES", "")),
+        default_queue_name=parse_queue_name(get("DEFAULT_QUEUE_NAME", "")),
+        kueue_manages_jobs_without_queue_name=parse_bool(
+            get("KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME", "false"),
+            name="KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME",
+        ),
+        allowed_workload_priority_classes=parse_list(get("ALLOWED_WORKLOAD_PRIORITY_CLASSES", "")),
         denied_cidrs=parse_cidrs(get("DENIED_CIDRS", ""), name="DENIED_CIDRS"),
         runner_service_account=get("RUNNER_SERVICE_ACCOUNT") or None,
         leader_election=parse_bool(get("LEADER_ELECTION", "true"), name="LEADER_ELECTION"),

@@ -37,6 +37,7 @@ from controller.core.jobs import (
     runner_exit,
     with_runner_reason,
 )
+from controller.core.kueue.policy import QUEUE_LABEL
 from controller.core.validation import Problem
 
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -69,6 +70,7 @@ class Observed:
     cron_job: Obj | None = None
     jobs: Sequence[Obj] = ()
     pods: Sequence[Obj] = ()
+    workload: Obj | None = None  # Kueue's Workload of the one-shot run's Job, if any
     problem: Problem | None = None
     answer: Problem | None = None
     runner_log: RunnerLog | None = None  # None: not read this pass
@@ -238,13 +240,21 @@ def execution_of(job: Obj, pods: Sequence[Obj]) -> Execution:
     scheduled = parse_time((meta.get("annotations") or {}).get(SCHEDULED_ANNOTATION))
     return Execution(
         job_name=meta["name"],
-        # Someone suspended a CronJob's Job by hand: it started, so it never shows as Pending.
-        phase="Running" if state.phase == "Suspended" else state.phase,
+        phase=_execution_phase(job, state),
         schedule_time=scheduled or parse_time(meta.get("creationTimestamp")),
         start_time=state.start_time,
         completion_time=state.finish_time if is_finished(state) else None,
         result=exit_.result if exit_ else None,
     )
+
+
+def _execution_phase(job: Obj, state: JobState) -> str:
+    """A suspended execution is Pending while Kueue holds it in its queue; Running otherwise
+    (someone suspended a CronJob's Job by hand: it started, so it never shows as Pending)."""
+    if state.phase != "Suspended":
+        return state.phase
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    return "Pending" if QUEUE_LABEL in labels else "Running"
 
 
 def merge_history(previous: list[Execution], observed: list[Execution]) -> list[Execution]:

@@ -40,6 +40,7 @@ from controller.kube.cached import CachedKinds
 from controller.kube.informers import Index
 from controller.kube.kept import is_news, kept
 from controller.kube.transport import Transport, resource_path
+from controller.kube.workloads import WorkloadIndex, serves_workloads
 
 log = logging.getLogger(__name__)
 CHILD_KINDS = ("ConfigMap", "Job", "CronJob", "Pod")
@@ -81,11 +82,16 @@ class KubeCluster(CachedKinds):
             self._informers[kind] = self._watch(kind)
         for kind in CHILD_KINDS:
             self._informers[kind] = self._watch(kind, selector=names.MANAGED_SELECTOR)
+        self.workloads = WorkloadIndex()
+        self._informers["Workload"] = []  # filled once Kueue is seen (discover)
 
     # -- informers ---------------------------------------------------------------
 
     def _on_event(self, kind: str, obj: Obj, *, present: bool) -> None:
         key = object_key(obj)
+        if kind == "Workload":
+            self._on_workload(key, obj, present=present)
+            return
         if kind == "InferenceRun":
             self.index.set_use(key, config_of(obj) if present else None)
         elif (run := run_of(obj)) is not None:
@@ -105,6 +111,16 @@ class KubeCluster(CachedKinds):
             self._enqueue(wake.key, urgent=wake.urgent, batched=wake.batched)
         for listener in self._listeners:
             listener(kind, obj, present)
+
+    def _on_workload(self, key: str, obj: Obj, *, present: bool) -> None:
+        """A Kueue Workload wakes the run of the Job that owns it (batched, like a child)."""
+        job_key = self.workloads.set(obj, present=present)
+        written = self._delivered("Workload", key, obj, present=present)
+        news = self._is_news("Workload", key, obj, present=present)
+        job = self._cached("Job", *names.split_key(job_key)) if job_key else None
+        run = run_of(job) if job is not None else None
+        if run is not None and not (present and (is_own_write(written, obj) or not news)):
+            self._enqueue(run, batched=True)
 
     def add_listener(self, listener: Listener) -> None:
         """Also hand every informer event (kind, object, present) to `listener`: the serving
@@ -129,9 +145,22 @@ class KubeCluster(CachedKinds):
         return is_spec_change(seen, obj)
 
     def start(self) -> None:
-        """Start every informer and the event recorder."""
+        """Start every informer and the event recorder, and the Workload ones if Kueue is
+        served."""
         self._event_thread.start()
         super().start()
+        self.discover()
+
+    def discover(self) -> bool:
+        """Watch Kueue's Workloads once its API is served: at start and on every resync (it
+        may come after the controller). True when this call started the informers."""
+        if self._informers["Workload"] or not serves_workloads(self.transport):
+            return False
+        informers = self._watch("Workload")
+        for informer in informers:
+            informer.start()
+        self._informers["Workload"] = informers
+        return True
 
     def stop(self) -> None:
         """Stop every informer (joins their threads) after posting queued events."""
@@ -180,9 +209,12 @@ class KubeCluster(CachedKinds):
             objs = (self._cached(kind, *names.split_key(k)) for k in self.index.children(kind, run))
             found[kind] = [o for o in objs if o is not None]
         jobs = found["Job"]
+        job = next((j for j in jobs if owner_kind(j) == "InferenceRun"), None)
+        workload = self.workloads.of_job(object_key(job)) if job is not None else None
         return Children(
             config_map=next(iter(found["ConfigMap"]), None),
-            job=next((j for j in jobs if owner_kind(j) == "InferenceRun"), None),
+            job=job,
+            workload=self._cached("Workload", *names.split_key(workload)) if workload else None,
             cron_job=next(iter(found["CronJob"]), None),
             jobs=[j for j in jobs if owner_kind(j) == "CronJob"],
             pods=found["Pod"],

@@ -4,7 +4,8 @@ Two rules keep ten thousand cached runs small (docs/controller.md, Capacity):
 - a child keeps only what the run controller reads of it: of a Pod, its phase and the
   runner's termination (`controller.core.jobs.runner_exit`, `controller.core.progress.
   running_pod`); of a Job, `spec.suspend` and the status fields `controller.core.jobs.
-  job_state` reads; of both, the metadata the index and the decisions use. Runs, configs,
+  job_state` reads; of a Kueue Workload, `spec.active`, its conditions and ClusterQueue; of
+  each, the metadata the index and the decisions use. Runs, configs,
   ConfigMaps and CronJobs lose only their managedFields;
 - every key, and every string short enough to recur (phases, reasons, times, namespaces),
   is one shared object: JSON decodes each event into fresh strings, so ten thousand runs
@@ -106,4 +107,15 @@ def _job(obj: Obj) -> Obj:
     return {**_head(obj), "spec": _picked(obj.get("spec"), ("suspend",)), "status": status}
 
 
-PROJECTIONS: dict[str, Callable[[Obj], Obj]] = {"Pod": _pod, "Job": _job}
+def _workload(obj: Obj) -> Obj:
+    # What controller/core/kueue/workload.py reads: active, the conditions, the ClusterQueue.
+    status = obj.get("status") or {}
+    kept_status: Obj = {}
+    if isinstance(status.get("conditions"), list):
+        kept_status["conditions"] = [_picked(c, JOB_CONDITION) for c in status["conditions"]]
+    if cluster_queue := (status.get("admission") or {}).get("clusterQueue"):
+        kept_status["admission"] = {"clusterQueue": cluster_queue}
+    return {**_head(obj), "spec": _picked(obj.get("spec"), ("active",)), "status": kept_status}
+
+
+PROJECTIONS: dict[str, Callable[[Obj], Obj]] = {"Pod": _pod, "Job": _job, "Workload": _workload}

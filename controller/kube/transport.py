@@ -50,6 +50,13 @@ PATHS: dict[str, tuple[str, str]] = {
     "Ingress": ("/apis/networking.k8s.io/v1", "ingresses"),
     "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers"),
     "Certificate": ("/apis/cert-manager.io/v1", "certificates"),
+    # External hosts (controller/kube/fleets.py): a Secret is read there only for a host's
+    # credentials, when the chart allows it (docs/security.md).
+    "InferenceHost": (CRD_PREFIX, "inferencehosts"),
+    "InferenceModel": (CRD_PREFIX, "inferencemodels"),
+    "EndpointSlice": ("/apis/discovery.k8s.io/v1", "endpointslices"),
+    # Kueue's (controller/kube/workloads.py): patched for a queued run's suspend and cancel only.
+    "Workload": ("/apis/kueue.x-k8s.io/v1beta1", "workloads"),
 }
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"

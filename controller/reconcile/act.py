@@ -95,6 +95,8 @@ def _log_write(write: ChildWrite) -> None:
     verb = "updated"
     if write.kind == "Job" and isinstance(write.body, dict):
         verb = "suspended" if write.body["spec"]["suspend"] else "resumed"
+    elif write.kind == "Workload" and isinstance(write.body, dict):  # the run's suspend, in Kueue
+        verb = "activated" if write.body["spec"]["active"] else "deactivated"
     extra = {"kind": write.kind, "object": write.name}
     log.info("%s %s %s", verb, write.kind, write.name, extra=extra)
 

@@ -39,9 +39,11 @@ def observe(
     settings: Settings,
     now: datetime,
     deployments: Lookup | None = None,
+    inference_models: Lookup | None = None,
 ) -> Observed | None:
     """Everything about the run `key`; None when it is gone or being deleted. `deployments`
-    reads a ModelDeployment from the serving adapter's cache (a config's deploymentRef)."""
+    reads a ModelDeployment from the serving adapter's cache (a config's deploymentRef),
+    `inference_models` an InferenceModel from the fleet adapter's (`kind: InferenceModel`)."""
     namespace, name = names.split_key(key)
     run = cluster.get_run(namespace, name)
     if run is None or is_deleting(run):
@@ -58,19 +60,23 @@ def observe(
         cron_job=children.cron_job,
         jobs=children.jobs,
         pods=children.pods,
+        workload=children.workload,
         problem=problem,
     )
-    obs = _with_deployment(obs, deployments)
+    obs = _with_deployment(obs, deployments, inference_models)
     obs = _with_lost_job(cluster, obs)
     obs = _with_exits(cluster, obs)
     return _with_runner_log(cluster, obs, settings=settings, now=now)
 
 
-def _with_deployment(obs: Observed, deployments: Lookup | None) -> Observed:
+def _with_deployment(
+    obs: Observed, deployments: Lookup | None, inference_models: Lookup | None
+) -> Observed:
     target = uses.target_of(obs.config) if obs.config is not None else None
-    if target is None or deployments is None:
+    lookup = inference_models if target and target.kind == "InferenceModel" else deployments
+    if target is None or lookup is None:
         return obs
-    return Observed(**{**vars(obs), "deployment": deployments(target.namespace, target.name)})
+    return Observed(**{**vars(obs), "deployment": lookup(target.namespace, target.name)})
 
 
 def _config(cluster: Cluster, run: Obj, spec: InferenceRunSpec | None) -> Obj | None:

@@ -26,7 +26,12 @@ from controller.core.status import Observed
 from controller.reconcile.act import Written, delete, publish, write_children
 from controller.reconcile.observe import Lookup, observe
 
-CHILD_FIELDS = {"ConfigMap": "config_map", "Job": "job", "CronJob": "cron_job"}
+CHILD_FIELDS = {
+    "ConfigMap": "config_map",
+    "Job": "job",
+    "CronJob": "cron_job",
+    "Workload": "workload",
+}
 
 
 @dataclass(frozen=True)
@@ -46,16 +51,23 @@ class Reconciler:
         *,
         now: Callable[[], datetime],
         deployments: Lookup | None = None,
+        inference_models: Lookup | None = None,
     ):
         self.cluster = cluster
         self.settings = settings
         self.now = now
         self.deployments = deployments  # ModelDeployments, for configs with a deploymentRef
+        self.inference_models = inference_models  # a deploymentRef of kind InferenceModel
 
     def reconcile(self, key: str) -> Result:
         """Converge one run; raises ApiError on transient failures."""
         obs = observe(  # 1. read once
-            self.cluster, key, settings=self.settings, now=self.now(), deployments=self.deployments
+            self.cluster,
+            key,
+            settings=self.settings,
+            now=self.now(),
+            deployments=self.deployments,
+            inference_models=self.inference_models,
         )
         if obs is None:
             return Result()

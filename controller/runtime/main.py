@@ -19,6 +19,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from controller.core.fleets.settings import fleet_settings_from_env
+from controller.core.serving.settings import serving_settings_from_env
 from controller.core.settings import Settings, SettingsError, settings_from_env
 from controller.runtime import logs
 from controller.runtime.serve import Endpoint, Route, probe
@@ -42,6 +44,12 @@ FLAGS = {
     "health_port": "HEALTH_PORT",
     "metrics_bind_address": "METRICS_BIND_ADDRESS",
     "health_bind_address": "HEALTH_BIND_ADDRESS",
+    "fleet_health_interval": "FLEET_HEALTH_INTERVAL",
+    "fleet_failure_threshold": "FLEET_FAILURE_THRESHOLD",
+    "fleet_request_timeout": "FLEET_REQUEST_TIMEOUT",
+    "fleet_load_timeout": "FLEET_LOAD_TIMEOUT",
+    "fleet_allowed_cidrs": "FLEET_ALLOWED_CIDRS",
+    "fleet_host_credentials": "FLEET_HOST_CREDENTIALS",
 }
 
 
@@ -63,18 +71,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Settings from the environment with flags applied on top."""
+    return settings_from_env(_environment(args))
+
+
+def _environment(args: argparse.Namespace) -> dict[str, str]:
     env = dict(os.environ)
     for dest, name in FLAGS.items():
         value = getattr(args, dest, None)
         if value is not None:
             env[name] = str(value)
-    return settings_from_env(env)
+    return env
 
 
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT (0) or lost leadership (1); 2 for a bad setting."""
     try:
         settings = settings_from_args(args)
+        serving = serving_settings_from_env()  # read up front: a bad one stops the start
+        fleet = fleet_settings_from_env(_environment(args))
     except SettingsError as exc:
         print(f"longrun controller: {exc}", file=sys.stderr)
         return 2
@@ -86,7 +100,10 @@ def run(args: argparse.Namespace) -> int:
     api_client = connect(args.kubeconfig, context=args.context)
     if api_client is None:
         return 2
-    manager = Manager(api_client, settings, identity=f"{socket.gethostname()}_{os.getpid()}")
+    identity = f"{socket.gethostname()}_{os.getpid()}"
+    manager = Manager(
+        api_client, settings, identity=identity, serving_settings=serving, fleet_settings=fleet
+    )
     done = threading.Event()
     exit_code = [0]
 

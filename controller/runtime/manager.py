@@ -16,15 +16,20 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from controller.core.fleets.names import fleet_key, split_fleet_key
+from controller.core.fleets.settings import FleetSettings, fleet_settings_from_env
 from controller.core.ports import ApiError
 from controller.core.routing import BATCH_SECONDS, split_config_key
 from controller.core.serving.names import split_serving_key
 from controller.core.serving.settings import ServingSettings, serving_settings_from_env
 from controller.core.settings import Settings
+from controller.hosts.prober import HostProber
 from controller.kube import Elector, KubeCluster, Transport, with_pool_size
+from controller.kube.fleets import KubeFleets
 from controller.kube.serving import KubeServing
 from controller.reconcile.configs import ConfigReconciler
 from controller.reconcile.deployments import DeploymentReconciler, ModelReconciler
+from controller.reconcile.fleets import FleetReconciler
 from controller.reconcile.runs import Reconciler, Result
 from controller.runtime.logs import reconcile_context
 from controller.runtime.metrics import Metrics
@@ -50,6 +55,7 @@ class Manager:
         identity: str | None = None,
         metrics: Metrics | None = None,
         serving_settings: ServingSettings | None = None,
+        fleet_settings: FleetSettings | None = None,
         base_delay: float = 0.05,
     ) -> None:
         self.settings = settings
@@ -58,7 +64,8 @@ class Manager:
         self.queue = WorkQueue(
             metrics=self.metrics, base_delay=base_delay, batch_period=BATCH_SECONDS
         )
-        informers = 18 * max(1, len(settings.watch_namespaces))  # runs' 7, serving's 11
+        # runs' 8, serving's 11, fleets' 5
+        informers = 24 * max(1, len(settings.watch_namespaces))
         pooled = with_pool_size(api_client, informers + settings.max_reconcile_rate + 4)
         self.transport = Transport(pooled, on_request=self._count_request)
         self.cluster = KubeCluster(
@@ -77,11 +84,29 @@ class Manager:
             runs_of_config=self.cluster.index.users,
         )
         self.cluster.add_listener(self.serving.on_run_event)
+        # External hosts: a third adapter, the prober (health checks, admin calls) and their
+        # reconciler, one work-queue key per namespace.
+        fleet = (fleet_settings or fleet_settings_from_env()).with_denied(settings.denied_cidrs)
+        self.fleets = KubeFleets(
+            self.transport,
+            namespaces=settings.watch_namespaces,
+            enqueue=self.queue.add,
+            events=self.cluster.emit_event,
+            runs_of_config=self.cluster.index.users,
+            allow_credentials=fleet.host_credentials,
+        )
+        self.cluster.add_listener(self.fleets.on_run_event)
+        self.prober = HostProber(fleet, notify=lambda ns: self.queue.add(fleet_key(ns)), now=now)
+        self.fleet_reconciler = FleetReconciler(self.fleets, self.prober, fleet, now=now)
         serving = serving_settings or serving_settings_from_env()
         self.deployment_reconciler = DeploymentReconciler(self.serving, serving, now=now)
         self.model_reconciler = ModelReconciler(self.serving, now=now)
         self.reconciler = Reconciler(
-            self.cluster, settings, now=now, deployments=self.serving.get_deployment
+            self.cluster,
+            settings,
+            now=now,
+            deployments=self.serving.get_deployment,
+            inference_models=self.fleets.get_inference_model,
         )
         self.config_reconciler = ConfigReconciler(self.cluster, settings, now=now)
         self._workers: list[threading.Thread] = []
@@ -111,14 +136,18 @@ class Manager:
         """Start caches, then campaign (or lead at once without leader election)."""
         self.cluster.start()
         self.serving.start()
-        synced = self.cluster.wait_synced(SYNC_TIMEOUT) and self.serving.wait_synced(SYNC_TIMEOUT)
+        self.fleets.start()
+        synced = all(
+            part.wait_synced(SYNC_TIMEOUT) for part in (self.cluster, self.serving, self.fleets)
+        )
         if not synced:
             # Leading on a partial cache would report missing configs that exist and miss
             # Jobs to clean up: fail like controller-runtime, and let the pod restart.
             raise CacheSyncError(
                 f"caches did not sync within {SYNC_TIMEOUT:.0f}s: check that the API server "
                 "is reachable, the CRDs are installed and RBAC lets the controller list and "
-                "watch inferenceruns, inferenceconfigs, jobs, cronjobs, configmaps and pods"
+                "watch inferenceruns, inferenceconfigs, jobs, cronjobs, configmaps, pods and "
+                "the serving and fleet kinds (charts/longrun/templates/rbac.yaml)"
             )
         threading.Thread(target=self._resync_loop, name="resync", daemon=True).start()
         if self._elector is not None:
@@ -134,10 +163,12 @@ class Manager:
         self._leading.clear()
         self.metrics.leader.set(0)
         self.queue.shutdown()
+        self.prober.stop()
         for worker in self._workers:
             worker.join(timeout=10)
         self.cluster.stop()
         self.serving.stop()
+        self.fleets.stop()
 
     @property
     def is_leader(self) -> bool:
@@ -146,7 +177,7 @@ class Manager:
 
     def is_ready(self) -> bool:
         """True once the caches have synced."""
-        return self.cluster.is_synced() and self.serving.is_synced()
+        return self.cluster.is_synced() and self.serving.is_synced() and self.fleets.is_synced()
 
     def _start_leading(self) -> None:
         if self._stop.is_set():
@@ -154,6 +185,7 @@ class Manager:
         log.info("started leading", extra={"identity": self.identity})
         self._leading.set()
         self.metrics.leader.set(1)
+        self.prober.start()  # only the leader calls hosts
         for index in range(self.settings.max_reconcile_rate):
             worker = threading.Thread(target=self._work, name=f"worker-{index}", daemon=True)
             worker.start()
@@ -168,7 +200,8 @@ class Manager:
         self.on_lost_leadership()
 
     def _enqueue_all(self) -> None:
-        for key in [*self.cluster.run_keys(), *self.cluster.config_keys(), *self.serving.keys()]:
+        keys = [*self.cluster.run_keys(), *self.cluster.config_keys(), *self.serving.keys()]
+        for key in [*keys, *self.fleets.keys()]:
             self.queue.add(key)
 
     def _resync_loop(self) -> None:
@@ -177,6 +210,10 @@ class Manager:
                 self.serving.discover()  # cert-manager installed since the last look
             except ApiError as exc:
                 log.warning("discovery of cert-manager failed: %s", exc)
+            try:
+                self.cluster.discover()  # Kueue installed since the last look
+            except ApiError as exc:
+                log.warning("discovery of Kueue failed: %s", exc)
             if self.is_leader:
                 self._enqueue_all()
 
@@ -215,6 +252,9 @@ class Manager:
             self.metrics.reconcile_total.inc(result="success")
 
     def _reconcile(self, key: str) -> Result:
+        namespace = split_fleet_key(key)  # Fleet/<ns>: every host and InferenceModel of it
+        if namespace is not None:
+            return self.fleet_reconciler.reconcile(namespace)
         serving = split_serving_key(key)  # ModelDeployment/<ns>/<name>, Model/<ns>/<name>
         if serving is not None:
             kind, rest = serving

@@ -1,7 +1,8 @@
 """A small evaluator for the simplest CRD `x-kubernetes-validations` (CEL) rules.
 
 Enough CEL for the rules CRDs commonly carry: comparisons, `&&`/`||`/`!`,
-arithmetic, `has()`, `size()`, string methods, `in`, `all`/`exists` macros and
+arithmetic, `has()`, `size()`, string methods (the strings extension's `replace` and
+`split` included), `in`, `all`/`exists` macros and
 transition rules on `oldSelf`. A rule that uses anything else (or fails to
 parse) is skipped, never failed — the README lists that divergence.
 """
@@ -31,6 +32,7 @@ class _Missing:
 
 
 MISSING = _Missing()
+_LITERAL = object()  # what `peek` sees of a string or number token
 
 
 def _tokens(text: str) -> list[tuple[str, Any]]:
@@ -59,7 +61,11 @@ class _Parser:
         self.i = 0
 
     def peek(self) -> Any:
-        return self.toks[self.i][1] if self.i < len(self.toks) else None
+        """The next operator or name; a literal is never one (the string '-' is no minus)."""
+        if self.i >= len(self.toks):
+            return None
+        kind, value = self.toks[self.i]
+        return value if kind in ("op", "id") else _LITERAL
 
     def take(self, expected: Any = None) -> Any:
         if self.i >= len(self.toks) or (expected is not None and self.peek() != expected):
@@ -189,11 +195,25 @@ class _Parser:
             "matches": lambda s, p: re.search(p, s) is not None,
             "lowerAscii": str.lower,
             "upperAscii": str.upper,
+            "replace": _replace,
+            "split": _split,
         }
         if name not in methods:
             raise Unsupported(name)
         fn = methods[name]
         return lambda env: fn(target(env), *[a(env) for a in args])
+
+
+def _replace(text: str, old: str, new: str, limit: int = -1) -> str:
+    """CEL's strings extension `replace(old, new[, n])` (n < 0: every occurrence)."""
+    return text.replace(old, new, limit)
+
+
+def _split(text: str, sep: str, limit: int = -1) -> list[str]:
+    """CEL's strings extension `split(sep[, n])`: at most n parts (n < 0: all, 0: none)."""
+    if limit == 0:
+        return []
+    return text.split(sep, limit - 1 if limit > 0 else -1)
 
 
 def _raise(name: str) -> Any:

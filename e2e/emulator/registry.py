@@ -174,6 +174,13 @@ BUILTINS: tuple[ResourceType, ...] = (
         short_names=("pvc",),
         subresources=("status",),
     ),
+    # An InferenceModel's Service endpoints (controller/core/fleets/builders.py), stored as sent.
+    ResourceType(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "EndpointSlice",
+    ),
     ResourceType(
         "networking.k8s.io",
         "v1",

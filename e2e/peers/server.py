@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -47,6 +47,7 @@ class PeerServer:
     log_path: Path
     process: subprocess.Popen[bytes] = field(repr=False)
     workdir: Path = field(repr=False)
+    host: str = HOST  # where it listens (another address in a network namespace: e2e/netns.py)
 
     @property
     def name(self) -> str:
@@ -64,7 +65,7 @@ class PeerServer:
     @property
     def http_url(self) -> str:
         """Base URL for REST, e.g. ``http://127.0.0.1:41234`` (no trailing slash)."""
-        return f"http://{HOST}:{self.ports[HTTP]}"
+        return f"http://{self.host}:{self.ports[HTTP]}"
 
     @property
     def grpc_url(self) -> str | None:
@@ -123,11 +124,16 @@ def start(
     cache_dir: str | os.PathLike[str] | None = None,
     log_dir: str | os.PathLike[str] | None = None,
     progress: Progress | None = None,
+    host: str = HOST,
+    prefix: Sequence[str] = (),
+    model_name: str | None = None,
 ) -> PeerServer:
     """Start server ``name`` (building its env first if needed) and wait until it is ready.
 
     ``ports`` fixes some ports by name (``http``, ``grpc``, ``metrics``); the rest are free
-    ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``).
+    ports on 127.0.0.1. Logs go to ``log_dir`` (default ``<cache>/logs/servers``). ``host``
+    is the address it listens on and ``prefix`` a command it runs under (``ip netns exec
+    NAME``, e2e/netns.py); ``model_name`` replaces the spec's first model name.
     """
     spec = server_spec(name)
     env = ensure_env(spec.env, cache_dir=cache_dir, progress=progress)
@@ -137,11 +143,18 @@ def start(
     log_path = logs / f"{name}-{chosen[HTTP]}.log"
     workdir = Path(tempfile.mkdtemp(prefix=f"longrun-peer-{name}-"))
     try:
-        process = _spawn(spec, env=env, ports=chosen, workdir=workdir, log_path=log_path)
+        process = _spawn(
+            spec,
+            env=env,
+            ports=chosen,
+            workdir=workdir,
+            log_path=log_path,
+            where=(host, tuple(prefix), model_name),
+        )
     except OSError:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    server = PeerServer(spec, chosen, log_path, process, workdir)
+    server = PeerServer(spec, chosen, log_path, process, workdir, host)
     try:
         _wait_ready(server, timeout=timeout or spec.startup_timeout)
     except BaseException:
@@ -167,19 +180,22 @@ def _spawn(
     ports: Mapping[str, int],
     workdir: Path,
     log_path: Path,
+    where: tuple[str, tuple[str, ...], str | None] = (HOST, (), None),
 ) -> subprocess.Popen[bytes]:
+    host, prefix, model_name = where
     cmd = [
+        *prefix,
         str(env.python),
         "-u",
         str(spec.script_path),
         "--host",
-        HOST,
+        host,
         "--workdir",
         str(workdir),
     ]
     for port_name, port in ports.items():
         cmd += [f"--{port_name}-port", str(port)]
-    cmd += ["--model-name", spec.models[0], *spec.args]
+    cmd += ["--model-name", model_name or spec.models[0], *spec.args]
     with log_path.open("wb") as log:
         log.write(f"$ {' '.join(cmd)}\n".encode())
         log.flush()

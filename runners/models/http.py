@@ -49,19 +49,29 @@ _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
 class HttpRejected(BatchRejected):
-    """BatchRejected for an HTTP status, which protocol modules may look at."""
+    """BatchRejected for an HTTP status, which protocol modules may look at (and the whole
+    response, for those that keep what the server said: openai-batch)."""
 
-    def __init__(self, message: str, *, status: int) -> None:
+    def __init__(self, message: str, *, status: int, response: HttpResponse | None = None):
         super().__init__(message)
         self.status = status
+        self.response = response
 
 
 class HttpUnavailable(TransientError):
-    """TransientError for an HTTP status (408, 429, 5xx)."""
+    """TransientError for an HTTP status (408, 429, 5xx), with the response."""
 
-    def __init__(self, message: str, *, status: int, retry_after: float | None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        retry_after: float | None,
+        response: HttpResponse | None = None,
+    ) -> None:
         super().__init__(message, retry_after=retry_after)
         self.status = status
+        self.response = response
 
 
 class HttpServerError(HttpUnavailable, ServerFault):
@@ -245,8 +255,13 @@ ENDPOINT_HINTS = {
 }
 
 
-def check_status(response: HttpResponse, *, what: str) -> None:
-    """Raise TransientError, ConfigError or BatchRejected unless the status is 2xx."""
+def check_status(
+    response: HttpResponse, *, what: str, per_record: frozenset[int] = frozenset()
+) -> None:
+    """Raise TransientError, ConfigError or BatchRejected unless the status is 2xx.
+
+    `per_record`: statuses of ENDPOINT_HINTS that blame the request rather than the endpoint
+    for this caller (an openai-batch line names its own URL: a 404 is that line's)."""
     status = response.status
     if 200 <= status < 300:
         return
@@ -257,13 +272,13 @@ def check_status(response: HttpResponse, *, what: str) -> None:
     if status in (408, 429) or status >= 500:
         wait = retry_after(response.headers.get("retry-after"))
         kind = HttpServerError if status == 500 else HttpUnavailable
-        raise kind(reason, status=status, retry_after=wait)
-    if status in ENDPOINT_HINTS:
+        raise kind(reason, status=status, retry_after=wait, response=response)
+    if status in ENDPOINT_HINTS and status not in per_record:
         raise ConfigError(f"{reason} ({ENDPOINT_HINTS[status]})")
     if 300 <= status < 400:
         location = response.headers.get("location", "?")
         reason += f" (redirected to {location[:REASON_LIMIT]}; set model.url to that address)"
-    raise HttpRejected(reason, status=status)
+    raise HttpRejected(reason, status=status, response=response)
 
 
 # One encoder for the process: json.dumps with separators builds a new one per call (~0.6 us).
@@ -319,8 +334,10 @@ class HttpClient:
         body: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         what: str,
+        per_record: frozenset[int] = frozenset(),
     ) -> HttpResponse:
-        """The response to one request; raises TransientError/BatchRejected per the rules."""
+        """The response to one request; raises TransientError/BatchRejected per the rules
+        (`per_record` as check_status's)."""
         merged = self.headers if headers is None else {**self.headers, **headers}
         try:
             response = self.transport.send(method, url, body=body, headers=merged)
@@ -333,7 +350,7 @@ class HttpClient:
             ) from None
         except (OSError, http.client.HTTPException) as exc:
             raise TransientError(f"{what}: {type(exc).__name__}: {exc}"[:REASON_LIMIT]) from None
-        check_status(response, what=what)
+        check_status(response, what=what, per_record=per_record)
         return response
 
     def post_json(self, url: str, body: bytes, *, what: str) -> Any:

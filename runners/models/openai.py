@@ -18,8 +18,15 @@
   retries and paces it.
 - embeddings: the whole batch as one `input` list, with the same fallback.
 
+Bodies: runners/models/openai_bodies.py makes them from records (a static `body`, a record's
+prompt, messages or whole body, the shortcuts). With `format: openai-batch` every record is a
+request line instead and runners/models/openai_batch.py sends it as it is, whichever of the
+three clients the protocol names.
+
 Prediction values are the text (chat, completions) or the vector (embeddings), so outputs hold
-what users asked for. Token usage is dropped: `Prediction` has no place for it besides the value.
+what users asked for; each answer's `usage` goes beside them (Outcomes.usage), shared out when
+one answer covers several records (runners/tokens.py). With `runner.tokensPerMinute`, each
+request waits for room under the cap (runners/models/openai_requests.py).
 
 URLs: a bare `scheme://host[:port]` gets `/v1`; any other path is the API base as given
 (`.../v1`, Azure-style `.../openai/deployments/NAME`); a full endpoint URL
@@ -33,7 +40,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from contracts.config import RunnerTuning
+from contracts.llm import BATCH_URLS
 from contracts.model import ModelEndpoint
+from contracts.storage_fields import OPENAI_BATCH
 from runners.api import (
     BatchRejected,
     InputRecord,
@@ -43,25 +52,23 @@ from runners.api import (
     RunContext,
     TransientError,
 )
-from runners.models.http import (
-    HttpClient,
-    HttpRejected,
-    HttpUnavailable,
-    Transport,
-    json_body,
-    with_scheme,
-)
-from runners.models.rows import Batch
-from runners.models.rowvalues import RowError
+from runners.models.http import HttpClient, HttpRejected, HttpUnavailable, Transport, with_scheme
+from runners.models.openai_batch import BatchRequests
+from runners.models.openai_bodies import DEFAULT_PROMPT_FIELD as DEFAULT_PROMPT_FIELD
+from runners.models.openai_bodies import Bodies
+from runners.models.openai_requests import Requests
+from runners.models.rows import Batch, Parts
 from runners.outcomes import Outcomes
 from runners.retry import RequestPolicy
+from runners.tokens import split_usage, usage_of
 
-DEFAULT_PROMPT_FIELD = "prompt"
-_ENDPOINTS = ("/chat/completions", "/completions", "/embeddings")
+_ENDPOINTS = ("/chat/completions", "/completions", "/embeddings", "/responses")
 # Statuses that blame the record's content rather than the endpoint or its configuration.
 _RECORD_STATUSES = frozenset({400, 413, 422})
 # Statuses that blame the key, the URL or the model name: never the list form of a request.
 _ENDPOINT_STATUSES = frozenset({401, 403, 404})
+# One answer: the outcome and the answer's usage (None when it had none).
+Answer = tuple[Outcome, Any]
 
 
 def api_url(url: str, endpoint: str) -> str:
@@ -77,23 +84,16 @@ def api_url(url: str, endpoint: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path + endpoint, parts.query, ""))
 
 
-def _prompt(record: InputRecord, field: str) -> str:
-    value = record.data.get(field) if isinstance(record.data, dict) else None
-    if not isinstance(value, str):
-        kind = "missing" if value is None else f"a {type(value).__name__}, not a string"
-        raise RowError(f"record field {field!r} is {kind}")
-    return value
-
-
 def _status(exc: Exception) -> int | None:
     return exc.status if isinstance(exc, HttpRejected | HttpUnavailable) else None
 
 
 class _OpenAIClient:
-    """What the three clients share: URL, auth, body options and one request per prompt."""
+    """What the three clients share: URL, auth, bodies and one request per record."""
 
     endpoint_path = ""
     what = ""
+    kind = ""
 
     def __init__(
         self,
@@ -106,66 +106,63 @@ class _OpenAIClient:
         self.url = api_url(endpoint.url, self.endpoint_path)
         tuning = ctx.tuning or RunnerTuning()
         self.policy = policy or RequestPolicy.from_tuning(tuning, stop=ctx.stop)
-        self._field = endpoint.prompt_field or DEFAULT_PROMPT_FIELD
-        self._options: dict[str, Any] = {"model": endpoint.name}
-        if endpoint.max_tokens is not None:
-            self._options["max_tokens"] = endpoint.max_tokens
-        if endpoint.temperature is not None:
-            self._options["temperature"] = endpoint.temperature
-        self._http = HttpClient(endpoint, ctx, transport=transport)
+        self.bodies = Bodies(endpoint, self.kind)
+        http = HttpClient(endpoint, ctx, transport=transport)
+        self.requests = Requests(http, tokens_per_minute=tuning.tokens_per_minute, stop=ctx.stop)
+        self._batch: BatchRequests | None = None
+        if ctx.input_format == OPENAI_BATCH:
+            urls = {url: api_url(endpoint.url, path) for url, path in BATCH_URLS.items()}
+            self._batch = BatchRequests(urls, endpoint.name, self.requests, self.policy)
 
     def predict(self, records: Sequence[InputRecord]) -> Outcomes:
-        batch = Batch(records, lambda record: _prompt(record, self._field))
-        return batch.outcomes(self._answers(batch.items))
+        if self._batch is not None:
+            return self._batch.predict(records)
+        batch = Batch(records, lambda record: self.bodies.item(record.data))
+        return _merged(batch, self._answers(batch.items))
 
-    def _answers(self, prompts: list[str]) -> list[Outcome]:
-        return [self._one(prompt) for prompt in prompts]
+    def _answers(self, items: list[Any]) -> list[Answer]:
+        return [self._one(item) for item in items]
 
     def _post(self, body: dict[str, Any]) -> Any:
-        data = json_body({**self._options, **body})
-        return self._http.post_json(self.url, data, what=self.what)
+        completes = self.kind != "embeddings"
+        return self.requests.post(self.url, body, what=self.what, completes=completes)[1]
 
-    def _one(self, prompt: str) -> Outcome:
-        """One request for one prompt, retried on its own; a 400-like refusal fails that record."""
-        body = self._single_body(prompt)
+    def _one(self, item: Any) -> Answer:
+        """One request for one record, retried on its own; a 400-like refusal fails it."""
+        body = self.bodies.body(item)
         try:
             answer = self.policy.call(lambda: self._post(body))
         except BatchRejected as exc:
             if _status(exc) in _RECORD_STATUSES:
-                return RecordFailure(str(exc))
+                return RecordFailure(str(exc)), None
             raise
-        return self._read_one(answer)
-
-    def _single_body(self, prompt: str) -> dict[str, Any]:
-        raise NotImplementedError
+        return self._read_one(answer), usage_of(answer)
 
     def _read_one(self, answer: Any) -> Outcome:
         raise NotImplementedError
 
     def close(self) -> None:
-        self._http.close()
+        self.requests.close()
+
+
+def _merged(batch: Parts, answers: list[Answer]) -> Outcomes:
+    """The batch's outcomes in record order, with each answer's usage beside its value."""
+    outcomes = batch.outcomes([outcome for outcome, _ in answers])
+    if all(usage is None for _, usage in answers):
+        return outcomes
+    usage: list[Any] = [None] * batch.size
+    for index, (_, used) in zip(batch.indexes, answers, strict=True):
+        usage[index] = used
+    return Outcomes(outcomes.values, outcomes.failures, usage)
 
 
 class ChatClient(_OpenAIClient):
-    """`/chat/completions`: the system prompt, then the record's prompt as the user message."""
+    """`/chat/completions`: the system prompt, then the record's prompt as the user message
+    (or the record's messages, or its whole body)."""
 
     endpoint_path = "/chat/completions"
     what = "openai-chat"
-
-    def __init__(
-        self,
-        endpoint: ModelEndpoint,
-        ctx: RunContext,
-        *,
-        transport: Transport | None = None,
-        policy: RequestPolicy | None = None,
-    ) -> None:
-        super().__init__(endpoint, ctx, transport=transport, policy=policy)
-        system = endpoint.system_prompt
-        self._system = [{"role": "system", "content": system}] if system else []
-
-    def _single_body(self, prompt: str) -> dict[str, Any]:
-        return {"messages": [*self._system, {"role": "user", "content": prompt}]}
+    kind = "chat"
 
     def _read_one(self, answer: Any) -> Outcome:
         try:
@@ -195,23 +192,23 @@ class _ListClient(_OpenAIClient):
         # None until the first batch of several records shows whether lists are accepted.
         self._takes_lists: bool | None = None
 
-    def _answers(self, prompts: list[str]) -> list[Outcome]:
-        if len(prompts) <= 1 or self._takes_lists is False:
-            return super()._answers(prompts)
+    def _answers(self, items: list[Any]) -> list[Answer]:
+        if len(items) <= 1 or self._takes_lists is False or not self.bodies.listable:
+            return super()._answers(items)
         try:
-            found = self._items(self._post({self.list_field: prompts}))
+            answer = self._post({**self.bodies.static, self.list_field: items})
         except (BatchRejected, TransientError) as exc:
             if self._takes_lists or not _may_refuse_lists(exc):
                 raise
-            found = {}
-        if self._takes_lists is None and len(found) < len(prompts):
+            answer = None
+        found = self._items(answer)
+        if self._takes_lists is None and len(found) < len(items):
             self._takes_lists = False
-            return super()._answers(prompts)
+            return super()._answers(items)
         self._takes_lists = True
-        return [self._value(found.get(i)) for i in range(len(prompts))]
-
-    def _single_body(self, prompt: str) -> dict[str, Any]:
-        return {self.list_field: prompt}
+        # One usage for the whole list: shared out so that the sum stays exact.
+        shares = split_usage(usage_of(answer), len(items))
+        return [(self._value(found.get(i)), shares[i]) for i in range(len(items))]
 
     def _read_one(self, answer: Any) -> Outcome:
         return self._value(self._items(answer).get(0))
@@ -248,6 +245,7 @@ class CompletionsClient(_ListClient):
 
     endpoint_path = "/completions"
     what = "openai-completions"
+    kind = "completions"
     list_field = "prompt"
     items_key = "choices"
 
@@ -263,6 +261,7 @@ class EmbeddingsClient(_ListClient):
 
     endpoint_path = "/embeddings"
     what = "openai-embeddings"
+    kind = "embeddings"
     list_field = "input"
     items_key = "data"
 

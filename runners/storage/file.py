@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.storage import FileStorage
+from contracts.storage_fields import OPENAI_BATCH
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -35,7 +36,16 @@ from runners.api import (
     Source,
     StorageBackend,
 )
-from runners.formats import count_records, encode_chunk, guess_format, make_record, parse_rows
+from runners.formats import (
+    TEXT_ENCODING,
+    chunk_usage,
+    count_records,
+    encode_chunk,
+    extension,
+    guess_format,
+    make_record,
+    parse_rows,
+)
 from runners.storage.owners import MARKER, Owner, refusal
 
 MANIFEST = "_SUCCESS"
@@ -77,7 +87,7 @@ class FileSource(Source):
         for path in self.files:
             fmt = guess_format(path.name, self.settings.format)
             count = 0
-            with path.open(encoding="utf-8", newline="") as handle:
+            with path.open(encoding=TEXT_ENCODING, newline="") as handle:
                 for offset, row in enumerate(parse_rows(handle, fmt=fmt, skip=skip - start)):
                     count = offset + 1
                     if start + offset >= skip and row is not None:
@@ -86,6 +96,7 @@ class FileSource(Source):
                             start + offset,
                             id_field=self.settings.id_field,
                             record_field=self.settings.record_field,
+                            batch=fmt == OPENAI_BATCH,
                         )
             start += count
 
@@ -95,7 +106,7 @@ class FileSource(Source):
         count = 0
         for path in self.files:
             fmt = guess_format(path.name, self.settings.format)
-            with path.open(encoding="utf-8", newline="") as handle:
+            with path.open(encoding=TEXT_ENCODING, newline="") as handle:
                 count += sum(1 for _ in parse_rows(handle, fmt=fmt, skip=sys.maxsize))
         return count
 
@@ -113,6 +124,8 @@ class FileSink(Sink):
     def __init__(self, settings: FileStorage, ctx: RunContext, *, role: str) -> None:
         self.dir = Path(ctx.execution_subpath(settings.path))
         self.fmt = settings.format or "jsonl"
+        self.ext = extension(self.fmt)
+        self.salt = f"{ctx.run_uid}/{ctx.job_name}"  # openai-batch line ids
         self.ctx = ctx
         self.role = role
         self.location = str(self.dir)
@@ -125,13 +138,13 @@ class FileSink(Sink):
 
     def chunk_path(self, index: int) -> Path:
         """Where chunk `index` lives."""
-        return self.dir / f"part-{index:06d}.{self.fmt}"
+        return self.dir / f"part-{index:06d}.{self.ext}"
 
     def committed(self) -> set[int]:
         """Indexes of the chunk files present."""
         found = set()
-        for path in self.dir.glob(f"part-*.{self.fmt}"):
-            digits = path.name[len("part-") : -len(self.fmt) - 1]
+        for path in self.dir.glob(f"part-*.{self.ext}"):
+            digits = path.name[len("part-") : -len(self.ext) - 1]
             if digits.isdigit():
                 found.add(int(digits))
         return found
@@ -143,9 +156,19 @@ class FileSink(Sink):
             for index in sorted(chunks & self.committed())
         )
 
+    def committed_usage(self, chunks: set[int]) -> dict[str, int]:
+        """Token counts of the usage in the chunk files of `chunks`."""
+        tokens: dict[str, int] = {}
+        for index in sorted(chunks & self.committed()):
+            data = self.chunk_path(index).read_bytes()
+            for key, value in chunk_usage(data, fmt=self.fmt).items():
+                tokens[key] = tokens.get(key, 0) + value
+        return tokens
+
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Write chunk `index` atomically (replacing an identical earlier copy)."""
-        self._atomic_write(self.chunk_path(index), encode_chunk(records, fmt=self.fmt))
+        data = encode_chunk(records, fmt=self.fmt, salt=self.salt)
+        self._atomic_write(self.chunk_path(index), data)
 
     def finish(self, summary: Mapping[str, Any]) -> None:
         """Write the `_SUCCESS` manifest."""

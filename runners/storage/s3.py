@@ -41,6 +41,7 @@ from botocore.exceptions import (
 )
 
 from contracts.storage import S3Storage
+from contracts.storage_fields import OPENAI_BATCH
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -53,9 +54,11 @@ from runners.api import (
     TransientError,
 )
 from runners.formats import (
+    chunk_usage,
     count_records,
     decode_chunk,
     encode_chunk,
+    extension,
     guess_format,
     iter_text_lines,
     make_record,
@@ -172,6 +175,7 @@ class S3Source(Source):
                         start + offset,
                         id_field=self.settings.id_field,
                         record_field=self.settings.record_field,
+                        batch=fmt == OPENAI_BATCH,
                     )
             start += count
 
@@ -204,6 +208,8 @@ class S3Sink(Sink):
         self.bucket = settings.bucket
         self.prefix = ctx.execution_subpath(settings.prefix or "").rstrip("/")
         self.fmt = settings.format or "jsonl"
+        self.ext = extension(self.fmt)
+        self.salt = f"{ctx.run_uid}/{ctx.job_name}"  # openai-batch line ids
         self.ctx = ctx
         self.role = role
         self.client = make_client(settings, ctx)
@@ -267,7 +273,7 @@ class S3Sink(Sink):
 
     def key(self, index: int) -> str:
         """The object key of chunk `index`."""
-        return f"{self.prefix}/part-{index:06d}.{self.fmt}"
+        return f"{self.prefix}/part-{index:06d}.{self.ext}"
 
     def committed(self) -> set[int]:
         """Chunks whose object exists."""
@@ -276,8 +282,8 @@ class S3Sink(Sink):
         try:
             for page in paginator.paginate(Bucket=self.bucket, Prefix=f"{self.prefix}/part-"):
                 for item in page.get("Contents", []):
-                    digits = item["Key"][len(self.prefix) + 6 : -len(self.fmt) - 1]
-                    if digits.isdigit() and item["Key"].endswith(f".{self.fmt}"):
+                    digits = item["Key"][len(self.prefix) + 6 : -len(self.ext) - 1]
+                    if digits.isdigit() and item["Key"].endswith(f".{self.ext}"):
                         found.add(int(digits))
         except (ClientError, BotoCoreError) as exc:
             raise _error(exc, what=f"listing {self.location}", field="prefix") from exc
@@ -300,9 +306,24 @@ class S3Sink(Sink):
         except (ClientError, BotoCoreError) as exc:
             raise _error(exc, what=f"reading s3://{self.bucket}/{key}", field="prefix") from exc
 
+    def committed_usage(self, chunks: set[int]) -> dict[str, int]:
+        """Token counts of the usage in the chunk objects of `chunks` (one GET each)."""
+        tokens: dict[str, int] = {}
+        for index in sorted(chunks & self.committed()):
+            key = self.key(index)
+            try:
+                with self.client.get_object(Bucket=self.bucket, Key=key)["Body"] as body:
+                    found = chunk_usage(body.read(), fmt=self.fmt)
+            except (ClientError, BotoCoreError) as exc:
+                where = f"reading s3://{self.bucket}/{key}"
+                raise _error(exc, what=where, field="prefix") from exc
+            for name, value in found.items():
+                tokens[name] = tokens.get(name, 0) + value
+        return tokens
+
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """PUT chunk `index` (conditionally for the output role), its record count as metadata."""
-        body = encode_chunk(records, fmt=self.fmt)
+        body = encode_chunk(records, fmt=self.fmt, salt=self.salt)
         extra: dict[str, Any] = {"IfNoneMatch": "*"} if self.role == "output" else {}
         extra["Metadata"] = {_RECORDS_META: str(len(records))}
         try:

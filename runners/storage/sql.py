@@ -16,7 +16,9 @@ so runs and scheduled executions share a table side by side, and a run resumes
 only its own chunks.
 
 Columns of the output table: run_uid, job_name, record_id, position, chunk,
-prediction (JSON text; `reason` for the error table) and input (JSON text).
+prediction (JSON text; `reason` for the error table), input (JSON text) and, in the output
+table, usage (an OpenAI answer's token usage as JSON text; NULL for other protocols; a table
+made before this column keeps its layout and gets none).
 Predictions are keyed by (run_uid, job_name, record_id): the pipeline admits an
 id once per run and at most 255 characters (runners/recordids.py), so no row
 ever replaces another run's or another record's. Failed records are keyed by
@@ -25,7 +27,7 @@ refused for its id (too long, or a duplicate of a record that failed too) is
 still written.
 
 Errors: only what may pass is retried (a lost connection, a lock, a deadlock:
-`_transient`); anything else fails the same way every time, so it is a
+`sqlerrors.py`); anything else fails the same way every time, so it is a
 ConfigError (exit 2, not retried). Messages carry the driver's first line, never
 the statement or its parameters (the chunk's rows). An input only ever reads:
 the SQLite connections of a source set no journal mode, so a read-only file or
@@ -36,7 +38,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import sqlite3
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
@@ -44,6 +45,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine, make_url
 
 from contracts.storage import SqlStorage
+from contracts.storage_fields import OPENAI_BATCH
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -53,25 +55,24 @@ from runners.api import (
     Sink,
     Source,
     StorageBackend,
-    TransientError,
 )
 from runners.formats import jsonable, make_record
 from runners.netguard import Guard, guard_engine
 from runners.secrets import read_secret
-from runners.storage.sqlschema import check_key, chunks_table, output_table, split_name, upsert
+from runners.storage.sqlerrors import db_failure
+from runners.storage.sqlschema import (
+    USAGE,
+    check_key,
+    chunks_table,
+    has_usage,
+    output_table,
+    split_name,
+    upsert,
+)
+from runners.tokens import sum_usage
 
 _YIELD_PER = 1000
 _MANIFEST_CHUNK = -1
-# PostgreSQL SQLSTATE classes worth retrying: connection, transaction rollback (serialization,
-# deadlock), insufficient resources, lock not available, operator intervention, system error,
-# and a unique violation: rows are upserted by their key, so only another pod of the Job
-# committing the same chunk (its mark in `<table>_chunks`) at the same moment makes one.
-_PG_TRANSIENT = ("08", "23505", "40", "53", "55P03", "57", "58")
-# MySQL/MariaDB server errors worth retrying (client errors, >= 2000, are all connection ones):
-# too many connections, shutdown, network read/write, lock wait timeout, deadlock, interrupted,
-# connection killed, and a duplicate key (as for PostgreSQL).
-_MYSQL_TRANSIENT = frozenset({1040, 1053, 1062, 1158, 1159, 1160, 1161, 1205, 1213, 1317, 1927})
-_SQLITE_TRANSIENT = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CONSTRAINT_PRIMARYKEY")
 
 
 class SqlBackend(StorageBackend):
@@ -150,36 +151,6 @@ def _sqlite_busy_timeout(dbapi_conn: Any, _record: Any) -> None:
     cursor.close()
 
 
-def _transient(exc: sa.exc.DBAPIError) -> bool:
-    """Worth retrying: a lost or refused connection, a lock, a deadlock; not a missing table
-    or column, a permission, a bad value or a read-only database, which fail every time."""
-    if exc.connection_invalidated:
-        return True
-    orig = exc.orig
-    state = getattr(orig, "sqlstate", None)  # psycopg; None when no server answered
-    if isinstance(state, str):
-        return state.startswith(_PG_TRANSIENT)
-    if isinstance(orig, sqlite3.Error):  # a file: only another connection's lock passes
-        return str(getattr(orig, "sqlite_errorname", "")).startswith(_SQLITE_TRANSIENT)
-    code = orig.args[0] if orig is not None and orig.args else None
-    if isinstance(code, int):  # PyMySQL: (code, message)
-        return code >= 2000 or code in _MYSQL_TRANSIENT
-    return isinstance(exc, sa.exc.OperationalError)
-
-
-def _db_message(exc: sa.exc.DBAPIError) -> str:
-    """The driver's own message, first line only: never the statement or its parameters."""
-    lines = str(exc.orig).strip().splitlines()
-    return lines[0][:300] if lines else type(exc.orig).__name__
-
-
-def _failure(exc: sa.exc.DBAPIError, *, what: str, field: str) -> Exception:
-    """TransientError when worth retrying, else ConfigError naming `field` (see module doc)."""
-    if _transient(exc):
-        return TransientError(f"{what}: {_db_message(exc)}")
-    return ConfigError(f"{field}: {what}: {_db_message(exc)}")
-
-
 class SqlSource(Source):
     """Rows of a table (ordered) or of a query, streamed."""
 
@@ -202,7 +173,7 @@ class SqlSource(Source):
         except sa.exc.NoSuchTableError:
             raise ConfigError(f"table: table {self.settings.table!r} does not exist") from None
         except sa.exc.DBAPIError as exc:
-            raise _failure(
+            raise db_failure(
                 exc, what=f"reading table {self.settings.table!r}", field="url"
             ) from None
 
@@ -252,6 +223,7 @@ class SqlSource(Source):
         """Rows with position >= skip, as dicts of JSON-friendly values."""
         stmt, params, python_skip = self._statement(skip)
         id_field, record_field = self._id_field, self.settings.record_field
+        batch = self.settings.format == OPENAI_BATCH
         position = skip - python_skip
         try:
             with self.engine.connect() as conn:
@@ -263,12 +235,16 @@ class SqlSource(Source):
                         if position >= skip:
                             data = {k: _plain(v) for k, v in zip(keys, row, strict=True)}
                             yield make_record(
-                                data, position, id_field=id_field, record_field=record_field
+                                data,
+                                position,
+                                id_field=id_field,
+                                record_field=record_field,
+                                batch=batch,
                             )
                         position += 1
         except sa.exc.DBAPIError as exc:
             field = "table" if self._table is not None else "query"
-            raise _failure(exc, what="reading input", field=field) from None
+            raise db_failure(exc, what="reading input", field=field) from None
 
     def total(self) -> int | None:
         """COUNT(*) of the table; None for a query."""
@@ -300,10 +276,12 @@ class SqlSink(Sink):
         try:
             meta.create_all(self.engine, checkfirst=True)
             check_key(self.engine, self.table)
+            # A table made before the usage column keeps its layout: usage is left out there.
+            self._usage = role != "errors" and has_usage(self.engine, self.table)
         except sa.exc.DBAPIError as exc:
             self.engine.dispose()
             what = f"creating {settings.table!r}"
-            raise _failure(exc, what=what, field="table") from None
+            raise db_failure(exc, what=what, field="table") from None
         except ConfigError:
             self.engine.dispose()
             raise
@@ -328,6 +306,16 @@ class SqlSink(Sink):
         with self.engine.connect() as conn:
             return sum(int(n) for chunk, n in conn.execute(stmt) if int(chunk) in chunks)
 
+    def committed_usage(self, chunks: set[int]) -> dict[str, int]:
+        """Token counts of the usage column in the rows of `chunks`."""
+        if not self._usage or not chunks:
+            return {}
+        c = self.table.c
+        stmt = sa.select(c.chunk, c[USAGE]).where(self._mine(self.table), c[USAGE].is_not(None))
+        with self.engine.connect() as conn:
+            rows = [json.loads(u) for chunk, u in conn.execute(stmt) if int(chunk) in chunks]
+        return sum_usage(rows)
+
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Replace chunk `index` and mark it committed, in one transaction."""
         rows = [self._row(index, r) for r in records]
@@ -340,11 +328,11 @@ class SqlSink(Sink):
                     conn.execute(upsert(self.engine, self.table, rows[0]), rows)
                 self._mark(conn, index, len(rows), None)
         except sa.exc.DBAPIError as exc:
-            raise _failure(exc, what=f"writing chunk {index}", field="table") from None
+            raise db_failure(exc, what=f"writing chunk {index}", field="table") from None
 
     def _row(self, index: int, record: OutputRecord | ErrorRecord) -> dict[str, Any]:
         last = record.reason if isinstance(record, ErrorRecord) else _dumps(record.prediction)
-        return {
+        row = {
             "run_uid": self.ctx.run_uid,
             "job_name": self.ctx.job_name,
             "record_id": record.id,
@@ -353,6 +341,10 @@ class SqlSink(Sink):
             "reason" if self.role == "errors" else "prediction": last,
             "input": _dumps(record.input),
         }
+        if self._usage:
+            usage = getattr(record, "usage", None)
+            row[USAGE] = None if usage is None else _dumps(usage)
+        return row
 
     def _mark(self, conn: sa.Connection, index: int, count: int, manifest: str | None) -> None:
         c = self.chunks.c

@@ -22,6 +22,9 @@ def split_name(name: str) -> tuple[str | None, str]:
     return (schema or None), table
 
 
+USAGE = "usage"  # OpenAI protocols: each answer's token usage, as JSON text
+
+
 def output_table(meta: sa.MetaData, name: str, *, role: str) -> sa.Table:
     """Predictions keyed by record id; failed records by position (see sql.py's doc)."""
     errors = role == "errors"
@@ -38,7 +41,14 @@ def output_table(meta: sa.MetaData, name: str, *, role: str) -> sa.Table:
         sa.Column("chunk", sa.BigInteger, nullable=False, index=True),
         sa.Column("reason" if errors else "prediction", _long_text()),
         sa.Column("input", _long_text()),
+        *([] if errors else [sa.Column(USAGE, _long_text(), nullable=True)]),
     )
+
+
+def has_usage(engine: Engine, table: sa.Table) -> bool:
+    """Whether the output table has the `usage` column (tables made before it have not)."""
+    columns = sa.inspect(engine).get_columns(table.name, schema=table.schema)
+    return any(column["name"] == USAGE for column in columns)
 
 
 def check_key(engine: Engine, table: sa.Table) -> None:

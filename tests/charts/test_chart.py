@@ -156,12 +156,20 @@ CONTROLLER_GRANTS = {
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "create", "patch", "delete"},
     ("networking.k8s.io", "networkpolicies"): {"get", "list", "watch", "create", "patch", "delete"},
     ("networking.k8s.io", "ingresses"): {"get", "list", "watch", "create", "patch", "delete"},
-    ("autoscaling", "horizontalpodautoscalers"): {
-        "get", "list", "watch", "create", "patch", "delete",
-    },  # fmt: skip
+    ("autoscaling", "horizontalpodautoscalers"): {"get", "list", "watch", "create", "patch"}
+    | {"delete"},
     ("cert-manager.io", "certificates"): {"get", "list", "watch", "create", "patch", "delete"},
     # The API-key Secrets are written, never read: no get, list or watch on Secrets.
     ("", "secrets"): {"create", "patch"},
+    # External hosts (controller/kube/fleets.py): watched kinds, their status, the slices.
+    ("longrun.dev", "inferencehosts"): {"list", "watch"},
+    ("longrun.dev", "inferencemodels"): {"list", "watch"},
+    ("longrun.dev", "inferencehosts/status"): {"patch"},
+    ("longrun.dev", "inferencemodels/status"): {"patch"},
+    ("longrun.dev", "inferencemodels/finalizers"): {"update"},
+    ("discovery.k8s.io", "endpointslices"): {"get", "list", "watch", "create", "patch", "delete"},
+    # Kueue's Workloads of queued runs: watched, and patched for a run's suspend and cancel.
+    ("kueue.x-k8s.io", "workloads"): {"list", "watch", "patch"},
 }
 
 
@@ -265,6 +273,33 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
     assert env["ALLOWED_TOLERATIONS"] == ""
 
 
+def test_kueue_settings_reach_the_controller_environment(chart: Any) -> None:
+    values = {
+        "kueue": {
+            "queueName": "team-a",
+            "manageJobsWithoutQueueName": True,
+            "allowedWorkloadPriorityClasses": ["batch-*", "urgent"],
+        },
+        "runner": {"allowedPriorityClasses": ["batch-high"]},
+    }
+    deployment = next(d for d in _render(chart, values) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["DEFAULT_QUEUE_NAME"] == "team-a"
+    assert env["KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "true"
+    assert env["ALLOWED_WORKLOAD_PRIORITY_CLASSES"] == "batch-*,urgent"
+    assert env["ALLOWED_PRIORITY_CLASSES"] == "batch-high"
+
+
+def test_kueue_defaults_queue_nothing_and_allow_no_priority(chart: Any) -> None:
+    deployment = next(d for d in _render(chart, None) if d["kind"] == "Deployment")
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"][
+        "containers"][0]["env"]}  # fmt: skip
+    assert env["DEFAULT_QUEUE_NAME"] == ""
+    assert env["KUEUE_MANAGE_JOBS_WITHOUT_QUEUE_NAME"] == "false"
+    assert env["ALLOWED_PRIORITY_CLASSES"] == env["ALLOWED_WORKLOAD_PRIORITY_CLASSES"] == ""
+
+
 @pytest.mark.parametrize(
     "values",
     [
@@ -278,6 +313,8 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
         {"health": {"bindAddress": "127.0.0.1"}},
         {"metrics": {"bindAddress": "127.0.0.1"}},
         {"rbac": {"aggregateToDefaultRoles": "yes"}},
+        {"kueue": {"queueName": "Team A"}},
+        {"kueue": {"manageJobsWithoutQueueName": "yes"}},
     ],
     ids=[
         "bad-duration",
@@ -290,6 +327,8 @@ def test_default_allow_lists_admit_only_the_shipped_runner_image_and_no_pod_knob
         "probes-on-loopback",
         "metrics-service-to-loopback",
         "aggregation-not-a-bool",
+        "queue-not-a-name",
+        "kueue-manage-not-a-bool",
     ],
 )
 def test_values_schema_rejects_bad_values(chart: Any, values: dict[str, Any]) -> None:
@@ -306,6 +345,8 @@ def test_chart_ships_the_generated_crds(chart: Any) -> None:
     names = sorted(Path(c["filename"]).name for c in chart.crds)
     assert names == [
         "inferenceconfigs.longrun.dev.yaml",
+        "inferencehosts.longrun.dev.yaml",
+        "inferencemodels.longrun.dev.yaml",
         "inferenceruns.longrun.dev.yaml",
         "modeldeployments.longrun.dev.yaml",
         "models.longrun.dev.yaml",
@@ -335,7 +376,10 @@ def test_bind_addresses_reach_the_controller_environment(chart: Any) -> None:
 
 VIEW = {"get", "list", "watch"}
 EDIT = VIEW | {"create", "update", "patch", "delete", "deletecollection"}
-RESOURCES = ("inferenceconfigs", "inferenceruns")
+RESOURCES = (
+    "inferenceconfigs", "inferenceruns", "models", "modeldeployments", "inferencehosts",
+    "inferencemodels",
+)  # fmt: skip
 
 
 def _people_roles(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -374,12 +418,14 @@ def test_people_roles_aggregate_into_the_built_in_view_and_edit(chart: Any, valu
     assert "aggregationRule" not in roles["longrun-view"]  # they feed roles, they aggregate none
 
 
-def test_people_can_view_configs_and_runs_and_their_status(chart: Any) -> None:
+def test_people_can_view_configs_runs_models_and_deployments_and_their_status(chart: Any) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-view"])
     assert grants == {r: VIEW for r in (*RESOURCES, *(f"{r}/status" for r in RESOURCES))}
 
 
-def test_editors_manage_configs_and_runs_but_only_read_status(chart: Any) -> None:
+def test_editors_manage_configs_runs_models_and_deployments_but_only_read_status(
+    chart: Any,
+) -> None:
     grants = _grants(_people_roles(_render(chart))["longrun-edit"])
     assert {r: grants[r] for r in RESOURCES} == {r: EDIT for r in RESOURCES}
     for resource in RESOURCES:
@@ -398,6 +444,19 @@ def test_runner_deny_list_defaults_to_link_local_and_metadata_addresses(chart: A
     denied = _env(_render(chart))["DENIED_CIDRS"]
     assert denied == "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
     assert settings_from_env({"DENIED_CIDRS": denied}).denied_cidrs == tuple(denied.split(","))
+
+
+def test_model_downloads_follow_the_deny_list_and_the_fetch_values(chart: Any) -> None:
+    from controller.core.serving.settings import serving_settings_from_env
+
+    env = _env(_render(chart))
+    settings = serving_settings_from_env(env)
+    assert settings.denied_cidrs == tuple(env["DENIED_CIDRS"].split(","))
+    assert settings.fetch_redirect_hosts == ("*.hf.co", "*.huggingface.co")
+    assert not settings.fetch_instance_metadata
+    values = {"serving": {"fetch": {"redirectHosts": [], "allowInstanceMetadata": True}}}
+    opened = serving_settings_from_env(_env(_render(chart, values)))
+    assert opened.fetch_redirect_hosts == () and opened.fetch_instance_metadata
 
 
 def test_runner_deny_list_can_be_turned_off(chart: Any) -> None:
@@ -483,3 +542,26 @@ def test_serving_images_default_to_the_runtimes_public_images(chart: Any) -> Non
     assert env["SERVING_IMAGE_LLAMACPP"] == "ghcr.io/ggml-org/llama.cpp:server"
     mirrored = _env(_render(chart, {"serving": {"images": {"authProxy": "mirror/nginx:1"}}}))
     assert mirrored["SERVING_IMAGE_AUTH_PROXY"] == "mirror/nginx:1"
+
+
+def test_fleet_settings_reach_the_controller_environment(chart: Any) -> None:
+    from controller.core.fleets.settings import fleet_settings_from_env
+
+    fleets = {"healthInterval": "5s", "failureThreshold": 2, "requestTimeout": "3s"}
+    values = {"fleets": {**fleets, "loadTimeout": "30m", "allowedCIDRs": ["10.20.0.0/16"]}}
+    env = _env(_render(chart, values))
+    fleet = fleet_settings_from_env({k: v for k, v in env.items() if isinstance(v, str)})
+    assert (fleet.health_interval, fleet.failure_threshold, fleet.request_timeout) == (5, 2, 3)
+    assert (fleet.load_timeout, fleet.allowed_cidrs) == (1800, ("10.20.0.0/16",))
+    assert fleet.host_credentials is False
+    assert fleet.denied_cidrs == tuple(env["DENIED_CIDRS"].split(","))  # the runners' list
+
+
+def test_host_credentials_grant_get_on_secrets_and_nothing_more(chart: Any) -> None:
+    docs = _render(chart, {"fleets": {"hostCredentials": True}})
+    (role,) = [
+        d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "lr-longrun"
+    ]
+    verbs = {v for r in role["rules"] if "secrets" in r["resources"] for v in r["verbs"]}
+    assert verbs == {"create", "patch", "get"}  # no list, no watch
+    assert _env(docs)["FLEET_HOST_CREDENTIALS"] == "true"

@@ -180,6 +180,7 @@ def test_every_dashboard_query_names_only_metrics_the_controller_or_runner_expor
     used = set().union(*(metric_names(q) for q in queries))
     assert {"controller_runtime_reconcile_total", "workqueue_depth"} <= used
     assert {"longrun_runner_records_total", "longrun_runner_retries_total"} <= used
+    assert "longrun_runner_tokens_total" in used  # the LLM runs' tokens panel
 
 
 def test_name_check_catches_a_misspelled_metric() -> None:

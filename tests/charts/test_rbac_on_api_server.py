@@ -98,3 +98,10 @@ def test_namespace_viewers_and_editors_get_longrun_through_the_built_in_roles(
         assert not _allowed(api, user, "patch", "inferenceruns/status", ns)
         assert not _allowed(api, user, "update", "inferenceconfigs/status", ns)
     assert not _allowed(api, "editor", "create", "inferenceruns", "default")  # bound in ns only
+    # The serving kinds the same way (their allow-lists keep them from being any Pod).
+    assert _eventually_allowed(api, "editor", "create", "modeldeployments", ns)
+    assert _allowed(api, "editor", "delete", "models", ns)
+    assert _allowed(api, "viewer", "watch", "modeldeployments", ns)
+    assert _allowed(api, "viewer", "get", "models/status", ns)
+    assert not _allowed(api, "viewer", "create", "models", ns)
+    assert not _allowed(api, "owner", "patch", "modeldeployments/status", ns)

@@ -194,8 +194,8 @@ BAD_DEPLOYMENTS: list[tuple[dict[str, Any], str]] = [
     ),
     (
         {"runtime": {"llamacpp": {"extraArgs": ["--host=1.2.3.4"]}}},
-        "runtime.llamacpp.extraArgs: '--host' is set by longrun (model, address and API keys); "
-        "remove it from extraArgs",
+        "runtime.llamacpp.extraArgs: '--host' is not allowed: listen address: longrun sets it, "
+        "and the auth wiring depends on it; remove it from extraArgs",
     ),
     (
         {"runtime": {"kserve": {}}},

@@ -56,7 +56,8 @@ def test_unknown_fields_are_kept_only_for_storage_pass_through() -> None:
     paths = preserve_unknown_paths(_schema("InferenceConfig"))
     storage = {f".spec.storage.{d}" for d in ("input", "output", "errors")}
     http_bodies = {f"{s}.http.body" for s in storage}
-    assert set(paths) == storage | http_bodies
+    # An OpenAI request body: any parameter the endpoint takes (docs/llm-batch.md).
+    assert set(paths) == storage | http_bodies | {".spec.model.body"}
     assert preserve_unknown_paths(_schema("InferenceRun")) == []
 
 
@@ -75,7 +76,7 @@ def test_run_printer_columns() -> None:
     names = [c["name"] for c in columns if c.get("priority", 0) == 0]
     assert names == ["Phase", "Progress", "Rate", "ETA", "Last Run", "Next Run", "Age"]
     wide = [c["name"] for c in columns if c.get("priority", 0) == 1]
-    assert wide == ["Config", "Schedule", "Message"]
+    assert wide == ["Tokens/s", "Config", "Schedule", "Message"]
 
 
 def test_next_run_is_a_string_column_since_kubectl_prints_future_dates_as_invalid() -> None:

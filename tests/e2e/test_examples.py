@@ -16,7 +16,7 @@ from typing import Any
 from e2e.fixtures import eventually
 from e2e.peers.server import PeerServer
 from e2e.system import System
-from tests.e2e.conftest import apply, example, find
+from tests.e2e.conftest import EXAMPLES, apply, example, find
 from tests.iris import accuracy, class_of, iris_rows, seed_iris, sql_rows
 from tests.runners.http_stub import Receiver, serve
 
@@ -179,6 +179,38 @@ def test_openai_files_example_answers_every_question_into_jsonl_files(
     # The API key went to the pod by reference: the ConfigMap never holds it.
     config_map = system.get("configmap", status["configMapName"], ns)
     assert config_map is not None and "sk-local-test" not in json.dumps(config_map)
+
+
+def test_openai_batch_example_writes_openai_lines_and_its_tokens_reach_the_status(
+    system: System, llama_chat_server: PeerServer, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    requests = (EXAMPLES / "openai-batch" / "requests.jsonl").read_text()
+    bad = json.dumps({"custom_id": "x", "method": "POST", "url": "/v1/images", "body": {}})
+    (data / "requests.jsonl").write_text(requests + bad + "\n")
+    objects = example("openai-batch")
+    spec = find(objects, "InferenceConfig")["spec"]
+    spec["model"]["url"] = f"{llama_chat_server.http_url}/v1"
+    spec["storage"]["input"]["file"].update(path=str(data / "requests.jsonl"), mountPath=str(data))
+    spec["storage"]["output"]["file"].update(path=str(data / "answers"), mountPath=str(data))
+    ns = system.namespace("openai-batch")
+
+    apply(system, ns, objects)
+    status = wait_phase(system, ns, "openai-batch-once", "Succeeded")
+
+    count = len(requests.splitlines())
+    assert_counts(status, read=count + 1, written=count, failed=1)
+    answers = [
+        json.loads(line)
+        for part in sorted((data / "answers").glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+    usage = sum(line["response"]["body"]["usage"]["total_tokens"] for line in answers)
+    assert status["result"]["totalTokens"] == usage > 0
+    assert status["progress"]["tokensTotal"] == usage
+    (error,) = (data / "answers-errors").glob("part-*.jsonl")
+    assert json.loads(error.read_text())["error"]["code"] == "invalid_url"
 
 
 def krateo_objects(ns: str, *, finops_url: str, model: PeerServer) -> list[Obj]:

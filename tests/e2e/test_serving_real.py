@@ -24,6 +24,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,19 +46,27 @@ from tests.local.test_serving import (
 pytestmark = [pytest.mark.slow, pytest.mark.requires_service]
 Obj = dict[str, Any]
 PROMPTS = 6
+DENIED = "127.0.0.77"  # stands for the cloud's metadata address in DENIED_CIDRS
 LONG = 300  # seconds: a model download, a server start and a probe period on a loaded machine
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """A plain HTTP server for the model files (`http://` sources need a sha256)."""
-    folder = tmp_path_factory.mktemp("models")
+    with _file_server(tmp_path_factory.mktemp("models"), "127.0.0.1") as served:
+        yield served
+
+
+@contextmanager
+def _file_server(folder: Path, host: str) -> Iterator[tuple[str, Path]]:
     handler = partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = http.server.ThreadingHTTPServer((host, 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", folder
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"http://{host}:{server.server_address[1]}", folder
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -79,7 +88,12 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     began = time.monotonic()
     started = System(tmp_path_factory.mktemp("system"), backend="real")
     try:
-        yield started.start()
+        with pytest.MonkeyPatch.context() as env:
+            # The controller denies model downloads (and runners) this address: no pod has it
+            # (the node agent's pods are 127.a.b.c outside 127.0.0.0/16).
+            env.setenv("DENIED_CIDRS", f"169.254.0.0/16,{DENIED}/32")
+            started.start()
+        yield started
     finally:
         started.stop()
         print(f"\nserving e2e on the real control plane: {time.monotonic() - began:.0f} s")
@@ -317,3 +331,25 @@ def _replicas(system: System, ns: str, name: str) -> int | None:
     """The replicas the controller asks of the real Deployment (None before it exists)."""
     found = system.get("deployment", names.deployment_name(name), ns)
     return None if found is None else int(found["spec"].get("replicas", 1))
+
+
+def test_a_model_on_a_denied_network_is_refused_and_the_status_says_why(
+    system: System, tmp_path: Path
+) -> None:
+    # Issue 26: the download reached any address. The model is served from an address the
+    # controller's DENIED_CIDRS lists; the init container refuses it before sending anything.
+    write_iris_model(tmp_path / "iris.joblib")
+    with _file_server(tmp_path, DENIED) as (base, _):
+        ns = system.namespace("serving-denied")
+        source, sha = f"{base}/iris.joblib", digest(tmp_path / "iris.joblib")
+        yaml = deployment("iris", source, sha, "sklearn", "kserve: {protocol: v1}")
+        system.kubectl("apply", "-n", ns, "-f", "-", input=yaml)
+
+        def failed() -> Obj | None:
+            status = (system.get("modeldeployment", "iris", ns) or {}).get("status") or {}
+            return status if status.get("phase") == "Failed" else None
+
+        status: Obj = eventually(failed, timeout=LONG, interval=1.0)
+    message = status["message"]
+    assert "downloading the model failed (exit code 2: the download was refused" in message
+    assert f"{DENIED} is in {DENIED}/32, a network the controller setting DENIED_CIDRS" in message

@@ -39,6 +39,18 @@ def test_the_text_line_of_older_runners_still_parses() -> None:
     assert (parsed.records, parsed.total, parsed.rate, parsed.eta) == (40, 100, 20.0, "3s")
 
 
+def test_an_llm_runs_line_shows_its_tokens_per_second() -> None:
+    times = iter([0.0, 4.0])
+    tokens = iter([0, 1000])
+    progress = Progress(
+        total=None, interval=1.0, clock=lambda: next(times), tokens=lambda: next(tokens)
+    )
+    progress.add(8)
+    out = io.StringIO()
+    Console(out, tty=False).on_line("stderr", progress.report())
+    assert out.getvalue().splitlines() == ["longrun: 8 records 2.0/s 250 tokens/s"]
+
+
 def test_a_broken_json_progress_line_is_shown_as_it_is() -> None:
     assert parse_progress('{"longrunProgress": {"written": -1}}') is None
     assert parse_progress('{"longrunProgress": ') is None

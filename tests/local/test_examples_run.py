@@ -252,3 +252,183 @@ def test_openai_files_example_answers_every_question_into_jsonl_files(
     assert sorted(line["id"] for line in lines) == [q["id"] for q in questions]
     assert all(isinstance(line["prediction"], str) for line in lines), lines[0]
     assert "sk-local-test" not in done.stderr  # the API key went by reference, never shown
+
+
+BATCH_EXAMPLE = EXAMPLES / "openai-batch"
+# Lines a batch file may hold that no model can answer, and the error code each one gets.
+BAD_BATCH_LINES = {
+    "this line is not JSON": "invalid_json_line",
+    json.dumps({"method": "POST", "url": "/v1/chat/completions", "body": {}}): (
+        "missing_required_parameter"
+    ),
+    json.dumps(
+        {
+            "custom_id": "img-1",
+            "method": "POST",
+            "url": "/v1/images/generations",
+            "body": {"prompt": "a cat"},
+        }
+    ): "invalid_url",
+    json.dumps(
+        {
+            "custom_id": "get-1",
+            "method": "GET",
+            "url": "/v1/chat/completions",
+            "body": {"messages": []},
+        }
+    ): "invalid_method",
+    json.dumps(
+        {
+            "custom_id": "other-model",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"model": "gpt-4o-mini", "messages": []},
+        }
+    ): "model_mismatch",
+    # llama.cpp refuses a prompt longer than its context (512 tokens) with a 400.
+    json.dumps(
+        {
+            "custom_id": "too-long",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {"messages": [{"role": "user", "content": "word " * 1500}], "max_tokens": 4},
+        }
+    ): "invalid_request",
+}
+
+
+def jsonl_lines(directory: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for part in sorted(directory.glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+
+
+def final_status(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The run's final status, as `longrun run -o json` prints it on stdout."""
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+
+def test_openai_batch_example_answers_each_line_in_openais_output_shape(
+    tmp_path: Path, llama_chat_server: PeerServer
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    requests = (BATCH_EXAMPLE / "requests.jsonl").read_text()
+    (data / "requests.jsonl").write_text(requests + "\n".join(BAD_BATCH_LINES) + "\n")
+    good = [json.loads(line)["custom_id"] for line in requests.splitlines()]
+    overrides = sets(
+        "InferenceConfig/openai-batch",
+        spec__model__url=f"{llama_chat_server.http_url}/v1",
+        spec__storage__input__file__mountPath=data,
+        spec__storage__input__file__path=data / "requests.jsonl",
+        spec__storage__output__file__mountPath=data,
+        spec__storage__output__file__path=data / "answers",
+    )
+
+    done = longrun_run(tmp_path, "-f", str(BATCH_EXAMPLE), *overrides, "-o", "json")
+
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "InferenceRun default/openai-batch-once: Succeeded" in done.stderr, done.stderr[-4000:]
+    answers, failed = jsonl_lines(data / "answers"), jsonl_lines(data / "answers-errors")
+    assert [line["custom_id"] for line in answers] == good
+    for line in answers:
+        assert list(line) == ["id", "custom_id", "response", "error"]
+        assert line["id"].startswith("batch_req_") and line["error"] is None
+        response = line["response"]
+        assert response["status_code"] == 200 and response["request_id"]
+        assert response["body"]["object"] in ("chat.completion", "text_completion")
+        assert response["body"]["model"] == "tiny-llama"  # filled in where the line had none
+    assert [line["error"]["code"] for line in failed] == list(BAD_BATCH_LINES.values())
+    too_long = failed[-1]
+    assert too_long["response"]["status_code"] == 400
+    assert "maximum context length is 512 tokens" in too_long["error"]["message"]
+    assert too_long["response"]["body"]["error"]["code"] == "context_length_exceeded"
+    result = final_status(done)["result"]
+    assert result["recordsWritten"] == len(good)
+    assert result["recordsFailed"] == len(BAD_BATCH_LINES)
+    usage = [line["response"]["body"]["usage"] for line in answers]
+    assert result["totalTokens"] == sum(u["total_tokens"] for u in usage) > 0
+    assert result["promptTokens"] == sum(u["prompt_tokens"] for u in usage)
+    assert result["completionTokens"] == sum(u["completion_tokens"] for u in usage)
+    assert f"tokens: prompt={result['promptTokens']}" in done.stderr
+
+
+def test_sql_messages_example_answers_each_conversation_with_its_usage(
+    tmp_path: Path, llama_chat_server: PeerServer, postgres_url: str, tables: str
+) -> None:
+    import sqlalchemy as sa
+    from sqlalchemy.dialects.postgresql import JSONB
+
+    dialogs = [
+        [{"role": "user", "content": "Hi!"}],
+        [
+            {"role": "user", "content": "2 + 2?"},
+            {"role": "assistant", "content": "4"},
+            {"role": "user", "content": "3 + 3?"},
+        ],
+        [{"role": "user", "content": "Name a colour."}],
+    ]
+    engine = sa.create_engine(postgres_url)
+    table = sa.Table(
+        f"{tables}_chats",
+        sa.MetaData(),
+        sa.Column("id", sa.Integer, primary_key=True),
+        sa.Column("dialog", JSONB),
+    )
+    with engine.begin() as conn:
+        table.create(conn)
+        conn.execute(table.insert(), [{"id": n, "dialog": d} for n, d in enumerate(dialogs)])
+    engine.dispose()
+    overrides = sets(
+        "InferenceConfig/sql-messages",
+        spec__model__url=f"{llama_chat_server.http_url}/v1",
+        spec__storage__input__sql__table=f"{tables}_chats",
+        spec__storage__output__sql__table=f"{tables}_answers",
+    )
+    secret = sets("Secret/chat-db", stringData__url=postgres_url)
+
+    done = longrun_run(
+        tmp_path, "-f", "testdata/examples/sql-messages", *overrides, *secret, "-o", "json"
+    )
+
+    succeeded(done, "default/sql-messages-once", read=3)
+    rows = sql_rows(postgres_url, f"{tables}_answers")
+    assert sorted(int(r["record_id"]) for r in rows) == [0, 1, 2]
+    assert all(isinstance(json.loads(r["prediction"]), str) for r in rows)
+    usage = [json.loads(r["usage"]) for r in rows]
+    result = final_status(done)["result"]
+    assert result["totalTokens"] == sum(u["total_tokens"] for u in usage) > 0
+    # The system prompt and each conversation went: the longer dialog has more prompt tokens.
+    by_id = {int(r["record_id"]): json.loads(r["usage"]) for r in rows}
+    assert by_id[1]["prompt_tokens"] > by_id[0]["prompt_tokens"]
+
+
+def test_queued_example_runs_at_once_where_there_is_no_queue(
+    tmp_path: Path, kserve_server: PeerServer
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    flowers = [{k: v for k, v in row.items() if k != "species"} for row in iris_rows()]
+    (data / "flowers.jsonl").write_text("".join(json.dumps(f) + "\n" for f in flowers))
+    overrides = sets(
+        "InferenceConfig/iris-queued",
+        spec__model__url=kserve_server.http_url,
+        spec__model__name=kserve_server.model,
+        spec__storage__input__file__mountPath=data,
+        spec__storage__input__file__path=data / "flowers.jsonl",
+        spec__storage__output__file__mountPath=data,
+        spec__storage__output__file__path=data / "scores",
+    )
+
+    done = longrun_run(tmp_path, "-f", "testdata/examples/queued", *overrides)
+
+    succeeded(done, "default/iris-queued-once", read=150)
+    lines = [
+        json.loads(line)
+        for part in sorted((data / "scores").glob("part-*.jsonl"))
+        for line in part.read_text().splitlines()
+    ]
+    assert sorted(int(line["id"]) for line in lines) == [f["id"] for f in flowers]
+    assert accuracy({int(line["id"]): class_of(line["prediction"]) for line in lines}) > 0.9

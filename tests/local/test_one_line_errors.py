@@ -25,7 +25,10 @@ from controller.core.status import Observed
 from tests.controller.unit.objects import config, run
 from tests.local.conftest import fake_image_map, fake_run_yaml
 
-KNOWN = "known kinds: InferenceConfig, InferenceRun, Model, ModelDeployment, Secret"
+KNOWN = (
+    "known kinds: InferenceConfig, InferenceHost, InferenceModel, InferenceRun, Model, "
+    "ModelDeployment, Secret"
+)
 NEVER = (
     'spec.schedule: "0 0 30 2 *" never fires: the day of the month it names never occurs '
     "in the months it names (like February 30)"
@@ -209,3 +212,17 @@ def test_run_with_an_image_mapped_to_a_missing_command_fails_at_once_with_exit_2
         in err
     )
     assert err.count("failed to start container") == 1, err
+
+
+def test_run_of_a_config_naming_an_inference_model_says_it_needs_a_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = fake_run_yaml(out=tmp_path, mode="ok").replace(
+        '{protocol: kserve-v1, url: "http://127.0.0.1:9", name: iris}',
+        "{deploymentRef: {kind: InferenceModel, name: qwen}}",
+    )
+    path = write(tmp_path, text)
+    assert main(run_args(path, tmp_path)) == 2
+    line = one_line(capsys.readouterr().err)
+    assert "InferenceModel default/qwen: external hosts are placed and published by the " in line
+    assert "run it on a cluster" in line

@@ -206,6 +206,7 @@ def test_kserve_deployment_checks_keys_and_serves_a_run(tmp_path: Path, nginx: N
         body = {"instances": [IRIS_ROWS[1]["f"]]}
         assert status_of(url, body) == 401
         assert status_of(url, body, "lrk_wrong") == 401
+        assert status_of(url, body, key.swapcase()) == 401  # keys compare exactly (issue 26)
         assert status_of(url, body, key) == 200
         done = run(tmp_path / "run.yaml", work)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -237,6 +238,7 @@ def test_llamacpp_deployment_checks_keys_itself_and_serves_a_run(tmp_path: Path)
         key = Path(state["apiKeyFile"]).read_text().strip()
         body = {"model": "tiny-chat", "messages": [{"role": "user", "content": "hi"}]}
         assert status_of(url, {**body, "max_tokens": 2}) == 401
+        assert status_of(url, {**body, "max_tokens": 2}, key.swapcase()) == 401  # exact, too
         assert status_of(url, {**body, "max_tokens": 2}, key) == 200
         done = run(files / "run.yaml", work)
         assert done.returncode == 0, done.stderr[-3000:]

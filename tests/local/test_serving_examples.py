@@ -116,6 +116,8 @@ def serving(
         assert found, "longrun serve did not start within 240 s"
         assert proc.stderr is not None
         said = proc.stderr.readline()
+        if "running its generic command" in said:  # printed first (--allow-generic)
+            said = proc.stderr.readline()
         assert ": Running, serving model" in said, said
         state = json.loads(found[0].read_text())
         state["key"] = Path(state["apiKeyFile"]).read_text().strip()
@@ -235,6 +237,7 @@ def test_generic_example_runs_its_image_as_a_local_server(tmp_path: Path, nginx:
     command = f"{env_python('triton')} local/servers/onnx_v1.py"
     flags = ["--pvc", f"models={tmp_path / 'claim'}"]
     flags += ["--image-map", f"registry.example.com/ml/onnx-v1-server={command}"]
+    flags += ["--allow-generic"]  # it runs a command on this machine (local/generic.py)
     with serving("generic.yaml", tmp_path / "work", *flags) as state:
         assert state["protocol"] == "kserve-v1"
         keys_checked(state, "/v1/models/iris:predict", {"instances": [IRIS[0][1]]})

@@ -19,6 +19,7 @@ from runners.formats import (
     UnreadableRecord,
     decode_chunk,
     encode_chunk,
+    iter_text_lines,
     json_safe,
     make_record,
     parse_rows,
@@ -142,3 +143,16 @@ def test_a_csv_header_naming_a_column_twice_makes_its_rows_unreadable() -> None:
     # Two columns of one name would silently become one field, the other's values lost.
     rows = list(parse_rows(["a,b,a\n", "1,2,3\n"], fmt="csv"))
     assert rows == ["CSV header names column 'a' twice"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_a_character_split_across_chunks_is_read_whole(size: int) -> None:
+    data = '{"p": "héllo wörld"}\r\n{"p": "日本語 😀"}\nlast'.encode()
+    chunks = [data[i : i + size] for i in range(0, len(data), size)]
+    assert list(iter_text_lines(chunks)) == data.decode().splitlines(keepends=True)
+
+
+def test_a_byte_order_mark_at_the_start_is_not_data() -> None:
+    data = "\ufeff".encode() + b'{"a": 1}\n{"a": 2}\n'
+    lines = list(iter_text_lines([data[:2], data[2:]]))
+    assert [r.data for r in read_jsonl(lines)] == [{"a": 1}, {"a": 2}]

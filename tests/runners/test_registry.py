@@ -10,6 +10,7 @@ sleeping, no timed assertions).
 from __future__ import annotations
 
 import io
+import json
 import random
 import re
 import threading
@@ -256,3 +257,20 @@ def test_progress_line_has_count_rate_and_eta() -> None:
     progress.add(300)
     now[0] = 10.0
     assert progress.line() == "progress: records=400 rate=30.0/s total=1000 eta=20s"
+
+
+def test_progress_report_says_tokens_and_tokens_per_second_for_openai_runs() -> None:
+    now, tokens = [0.0], [500]  # 500 tokens committed by an earlier pod
+    progress = Progress(
+        interval=1,
+        total=None,
+        stream=io.StringIO(),
+        clock=lambda: now[0],
+        counts=lambda: (10, 10, 0),
+        tokens=lambda: tokens[0],
+    )
+    tokens[0], now[0] = 2500, 10.0
+    report = json.loads(progress.report())["longrunProgress"]
+    assert (report["tokens"], report["tokenRate"]) == (2500, 200.0)
+    plain = Progress(interval=1, total=None, stream=io.StringIO(), clock=lambda: 1.0)
+    assert "tokens" not in json.loads(plain.report())["longrunProgress"]

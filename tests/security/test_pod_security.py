@@ -29,10 +29,10 @@ from controller.core.builders import Resolved, build_cron_job, build_job
 from controller.core.resolve import parse_run_spec, resolve
 from controller.core.serving.decide import Create, decide_deployment
 from controller.core.serving.observed import ServingObserved
-from controller.core.serving.settings import ServingSettings
 from controller.core.settings import Settings
 from e2e.backends import KubeHandle
 from e2e.fixtures import eventually
+from tests.controller.unit.serving.objects import example_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "testdata" / "examples").rglob("*.yaml"))
@@ -85,7 +85,17 @@ def _resolve(run: Obj, spec: Any, by_kind: dict[tuple[str, str, str], Obj]) -> A
 
 def _deployment(by_kind: dict[tuple[str, str, str], Obj], ns: str, name: str) -> Obj | None:
     deployment = by_kind.get(("ModelDeployment", ns, name))
+    if deployment is None and (fleet := by_kind.get(("InferenceModel", ns, name))) is not None:
+        return _ready_fleet(fleet)  # a deploymentRef of kind InferenceModel (examples/fleet)
     return _available(deployment) if deployment else None
+
+
+def _ready_fleet(model: Obj) -> Obj:
+    """An InferenceModel as its controller reports it once a replica is ready."""
+    ready = [{"type": "Available", "status": "True", "reason": "ReplicaReady"}]
+    return {**model, "status": {
+        "phase": "Ready", "endpoint": "http://model.serving.svc:8080", "protocol": "openai-chat",
+        "modelName": "model", "conditions": ready}}  # fmt: skip
 
 
 def server_templates() -> list[tuple[str, Obj]]:
@@ -98,7 +108,8 @@ def server_templates() -> list[tuple[str, Obj]]:
             doc["metadata"].update(namespace="examples", uid="uid-1", generation=1)
             ref = (doc["spec"].get("modelRef") or {}).get("name")
             observed = ServingObserved(doc, model=models.get(ref))
-            decision = decide_deployment(observed, ServingSettings(), now=NOW, entropy=os.urandom)
+            settings = example_settings(path.name)  # what the example asks the admin to allow
+            decision = decide_deployment(observed, settings, now=NOW, entropy=os.urandom)
             for write in decision.writes:
                 if isinstance(write, Create) and write.kind == "Deployment":
                     name = f"{path.stem}/{doc['metadata']['name']}"

@@ -11,14 +11,24 @@ The sidecar listens on the pod's public port, answers 401 to a request whose
 `Authorization: Bearer <key>` is not in the list, strips the header and proxies to the
 runtime on 127.0.0.1. The runtime's health path is let through unchecked so the kubelet's
 probes need no key (llama.cpp does the same for its /health).
+
+Two rules from issue 26:
+- keys compare exactly. An nginx `map` compares plain strings without regard to letter case
+  (its hash lowercases them), so each key is a case-sensitive regular expression of its own
+  (`~^(?i:bearer) <key>$`: the scheme's case does not matter, RFC 7235, the key's does);
+- nothing is pasted into nginx.conf unquoted: the health path, the one value that comes from
+  a spec, must be a URL path of the safe characters (contracts/serving/text.py checks the spec,
+  `nginx_string` checks again here) and is written as one quoted token.
 """
 
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable
 
 from contracts.serving import API_KEY_SECRET_KEY, API_KEYS_SECRET_KEY
+from contracts.serving.text import check_url_path
 from controller.core.builders import restricted_container_security
 from controller.core.serving import names
 from controller.core.serving.runtimes import KEYS_MOUNT, LOOPBACK, RuntimePlan
@@ -33,6 +43,7 @@ PROXY_CONF_MOUNT = "/etc/longrun/auth-proxy"
 TMP_VOLUME = "tmp"
 CONF_VOLUME = "auth-proxy-config"
 KEYS_VOLUME = "api-keys"
+_KEY_ALPHABET = re.compile(r"[A-Za-z0-9_-]+")  # what generate_keys makes: no regex syntax
 
 
 def generate_keys(count: int, entropy: Entropy) -> tuple[str, ...]:
@@ -49,9 +60,27 @@ def generate_keys(count: int, entropy: Entropy) -> tuple[str, ...]:
 def secret_data(keys: tuple[str, ...]) -> dict[str, str]:
     """The Secret's `data` (base64): first key, every key one a line, and the nginx map."""
     lines = "".join(f"{key}\n" for key in keys)
-    nginx = "".join(f'"Bearer {key}" 1;\n' for key in keys)
-    plain = {API_KEY_SECRET_KEY: keys[0], API_KEYS_SECRET_KEY: lines, names.NGINX_KEYS_KEY: nginx}
+    plain = {
+        API_KEY_SECRET_KEY: keys[0],
+        API_KEYS_SECRET_KEY: lines,
+        names.NGINX_KEYS_KEY: nginx_key_map(keys),
+    }
     return {k: base64.b64encode(v.encode()).decode() for k, v in plain.items()}
+
+
+def nginx_key_map(keys: tuple[str, ...]) -> str:
+    """The `map` entries the sidecar includes: one case-sensitive regex per key, so a key
+    matches only as written (a plain `map` string would match in any letter case)."""
+    for key in keys:
+        if not _KEY_ALPHABET.fullmatch(key):
+            raise ValueError("an API key may hold only letters, digits, '_' and '-'")
+    return "".join(f'"~^(?i:bearer) {key}$" 1;\n' for key in keys)
+
+
+def nginx_string(value: str) -> str:
+    """`value` as one double-quoted nginx token; ValueError unless it is a URL path of the safe
+    characters (nothing nginx would read as syntax, a variable or an escape)."""
+    return f'"{check_url_path(value)}"'
 
 
 def nginx_conf(plan: RuntimePlan) -> str:
@@ -92,7 +121,8 @@ http {{
 def _http_server(upstream: str, health_path: str | None) -> str:
     health = ""
     if health_path:
-        health = f"    location = {health_path} {{ proxy_pass http://{upstream}; }}\n"
+        where = nginx_string(health_path)
+        health = f"    location = {where} {{ proxy_pass http://{upstream}; }}\n"
     return f"""\
   upstream runtime {{ server {upstream}; keepalive 64; }}
   server {{

@@ -187,6 +187,8 @@ def fetch_container(r: ServingResolved, settings: ServingSettings) -> Manifest:
 
     The program's command line (it lives in the runner image, see docs/serving.md):
       longrun-fetch SOURCE DEST [--sha256 HEX] [--endpoint-url URL] [--credentials-dir DIR]
+                    [--max-size SIZE] [--denied-cidrs CIDRS] [--redirect-hosts GLOBS]
+                    [--allow-instance-metadata]
     SOURCE is the Model's URI. A single-file source is written to the file DEST; a
     directory source (s3://bucket/prefix/, hf://org/repo, a pvc:// directory) is mirrored
     under the directory DEST. A DEST that is already complete is kept: with --sha256, when
@@ -196,10 +198,13 @@ def fetch_container(r: ServingResolved, settings: ServingSettings) -> Manifest:
     pvc:// SOURCE, DEST is where the claim is mounted and the program only verifies
     --sha256. Credentials come from files named like the variables (AWS_ACCESS_KEY_ID,
     AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, HF_TOKEN, BEARER_TOKEN) in DIR; HF_ENDPOINT
-    points hf:// at a mirror. Exit codes: 0 done or already there; 2 bad arguments or an
-    unsupported source (not retried by a person's fix alone); 3 sha256 mismatch; 4 source
-    not found or access denied; 5 transient network or storage error. A failure writes a
-    one-line reason to /dev/termination-log (never a credential).
+    points hf:// at a mirror. `fetch_limits` adds what it may reach and write: no connection to
+    the controller's DENIED_CIDRS, https redirects only to SERVING_FETCH_REDIRECT_HOSTS, at
+    most the cache's size, never the node's instance role unless allowed (the env also sets
+    AWS_EC2_METADATA_DISABLED). Exit codes: 0 done or already there; 2 bad arguments, an
+    unsupported source or a refusal (not retried by a person's fix alone); 3 sha256
+    mismatch; 4 source not found or access denied; 5 transient network or storage error. A
+    failure writes a one-line reason to /dev/termination-log (never a credential).
     """
     mounts: list[Manifest] = [{"name": auth.TMP_VOLUME, "mountPath": "/tmp"}]
     if r.layout.uses_cache:
@@ -211,17 +216,35 @@ def fetch_container(r: ServingResolved, settings: ServingSettings) -> Manifest:
             {"name": CREDENTIALS_VOLUME, "mountPath": CREDENTIALS_MOUNT, "readOnly": True}
         )
     env = [{"name": "HF_ENDPOINT", "value": settings.hf_endpoint}] if settings.hf_endpoint else []
+    if not settings.fetch_instance_metadata:
+        env.append({"name": "AWS_EC2_METADATA_DISABLED", "value": "true"})
     return {
         "name": names.FETCH_CONTAINER,
         "image": settings.fetch_image,
         "command": ["longrun-fetch"],
-        "args": list(r.layout.fetch_args),
+        "args": [*r.layout.fetch_args, *fetch_limits(r, settings)],
         "env": env,
         "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}},
         "securityContext": restricted_container_security(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+
+
+def fetch_limits(r: ServingResolved, settings: ServingSettings) -> list[str]:
+    """What the download may reach and write (runners/fetch_net.py): the controller's denied
+    networks, the hosts an https redirect may go to, the cache's size, the instance role.
+    None for a pvc:// model used in place: the program only checks its digest there."""
+    if not r.layout.uses_cache:
+        return []
+    args = ["--max-size", str(r.spec.cache.size or settings.default_cache_size)]
+    if settings.denied_cidrs:
+        args += ["--denied-cidrs", ",".join(settings.denied_cidrs)]
+    if settings.fetch_redirect_hosts:
+        args += ["--redirect-hosts", ",".join(settings.fetch_redirect_hosts)]
+    if settings.fetch_instance_metadata:
+        args.append("--allow-instance-metadata")
+    return args
 
 
 def _source_mount(claim: str) -> Manifest:

@@ -171,7 +171,7 @@ def desired_children(
         ("PersistentVolumeClaim", builders.build_cache_claim(r, settings)),
         ("Deployment", deployment),
         ("Service", network.build_service(r)),
-        ("NetworkPolicy", network.build_network_policy(r)),
+        ("NetworkPolicy", network.build_network_policy(r, settings)),
         ("HorizontalPodAutoscaler", network.build_hpa(r)),
         ("Certificate", network.build_certificate(r)),
         ("Ingress", network.build_ingress(r)),

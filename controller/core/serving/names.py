@@ -80,7 +80,8 @@ def tls_secret_name(name: str) -> str:
 
 
 def network_policy_name(name: str) -> str:
-    """The NetworkPolicy letting traffic reach the auth sidecar only."""
+    """The NetworkPolicy: traffic in reaches the auth sidecar only, traffic out avoids the
+    denied networks (named when it held only the first; names never change)."""
     return _child(name, "-auth")
 
 

@@ -5,6 +5,8 @@ The Service targets the container ports named `http`/`grpc`, which are the auth
 sidecar's when it checks the keys, so every path in goes through the key check. The
 NetworkPolicy closes the pod's other ports: KServe's server and generic images listen
 on every address, and without it the runtime's own port would be reachable unchecked.
+It also carries the pods' egress guard (egress.py): a model server is third-party code,
+so the networks runners refuse (DENIED_CIDRS) are closed to it by the kernel.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from controller.core.serving import auth, names
+from controller.core.serving.egress import egress_rules
 from controller.core.serving.meta import child_metadata, with_spec_hash
 from controller.core.serving.resolve import ServingResolved
 from controller.core.serving.settings import ServingSettings
@@ -39,16 +42,23 @@ def build_service(r: ServingResolved) -> Manifest:
     )
 
 
-def build_network_policy(r: ServingResolved) -> Manifest | None:
-    """Only the sidecar's ports are open to other pods (None without the sidecar)."""
-    if not r.uses_auth_proxy:
-        return None
-    ports = [{"port": p["containerPort"], "protocol": "TCP"} for p in auth.proxy_ports(r.plan)]
-    spec = {
+def build_network_policy(r: ServingResolved, settings: ServingSettings) -> Manifest | None:
+    """The server pods' NetworkPolicy: with the sidecar, only its ports are open to other
+    pods; with denied networks or the egress allow-list, the egress rules of egress.py
+    (every container of the pod, the model download included). None when neither applies."""
+    spec: Manifest = {
         "podSelector": {"matchLabels": names.selector_labels(r.owner.name)},
-        "policyTypes": ["Ingress"],
-        "ingress": [{"ports": ports}],
+        "policyTypes": [],
     }
+    if r.uses_auth_proxy:
+        ports = [{"port": p["containerPort"], "protocol": "TCP"} for p in auth.proxy_ports(r.plan)]
+        spec["policyTypes"].append("Ingress")
+        spec["ingress"] = [{"ports": ports}]
+    if (rules := egress_rules(settings.denied_cidrs, settings.egress)) is not None:
+        spec["policyTypes"].append("Egress")
+        spec["egress"] = rules
+    if not spec["policyTypes"]:
+        return None
     metadata = child_metadata(r.owner, names.network_policy_name(r.owner.name))
     body = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata}
     return with_spec_hash({**body, "spec": spec})

@@ -23,7 +23,7 @@ IMAGE_PULL_REASONS = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
 )
 FETCH_EXIT_MEANINGS = {
-    2: "the source or the arguments are invalid",
+    2: "the download was refused, or the source or the arguments are invalid",
     3: "the downloaded file's sha256 does not match spec.sha256",
     4: "the source was not found or access was denied (check the credentials Secret)",
     5: "a network or storage error",

@@ -192,7 +192,7 @@ def resolve_deployment(
     served = spec.served_name or model_name
     layout = model_layout(spec, model_spec, served)
     plan = plan_runtime(spec, model_spec, served_name=served, layout=layout, images=settings.images)
-    if problems := deployment_problems(spec, plan, settings):
+    if problems := deployment_problems(spec, plan, settings, namespace=identity(obj).namespace):
         return problems[0]
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     rotation = str(annotations.get(ROTATE_KEYS_ANNOTATION) or "")

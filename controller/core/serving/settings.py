@@ -2,18 +2,39 @@
 
 Kept apart from the run controller's `Settings` so the two reconcilers can be wired and
 tested independently; `serving_settings_from_env` reads the same environment (the chart
-sets `SERVING_*` from `serving.*` values, the allow-lists are shared with configs).
+sets `SERVING_*` from `serving.*` values; tolerations and DENIED_CIDRS are shared with runs).
+
+The defaults are the safe ones (docs/security.md, "Serving"): only the runtime images the
+chart ships, no custom command line, no env from Secrets, no Ingress host, no ClusterIssuer,
+ClusterIP Services only. Each refusal names the setting that would allow it.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from typing import get_args
 
+from contracts.serving import EndpointSpec
 from controller.core.podpolicy import PodPolicy
+from controller.core.serving.egress import EgressAllowList, EgressSettingError, parse_egress
 from controller.core.serving.runtimes import ServingImages
-from controller.core.settings import DEFAULT_IMAGE, parse_list
+from controller.core.settings import (
+    DEFAULT_IMAGE,
+    SettingsError,
+    parse_bool,
+    parse_cidrs,
+    parse_list,
+)
+
+NAMESPACE_PLACEHOLDER = "{namespace}"
+HOST_LABEL = re.compile(r"^\*$|^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SERVICE_TYPES: tuple[str, ...] = get_args(EndpointSpec.model_fields["service_type"].annotation)
+# Where Hugging Face sends downloads of large files (its CDN, Xet storage): the hosts an
+# https redirect of a download may go to by default (chart serving.fetch.redirectHosts).
+DEFAULT_REDIRECT_HOSTS = ("*.hf.co", "*.huggingface.co")
 
 
 @dataclass(frozen=True)
@@ -22,12 +43,30 @@ class ServingSettings:
 
     images: ServingImages = field(default_factory=ServingImages)  # SERVING_IMAGE_<RUNTIME>
     fetch_image: str = DEFAULT_IMAGE  # SERVING_FETCH_IMAGE: has `longrun-fetch` on its PATH
-    allowed_images: tuple[str, ...] = ()  # ALLOWED_SERVING_IMAGES (globs; empty: any image)
+    # ALLOWED_SERVING_IMAGES: globs of more server images; the images above (any tag or
+    # digest of their repositories) are always allowed. "*": any image.
+    allowed_images: tuple[str, ...] = ()
+    allow_custom_commands: bool = False  # SERVING_ALLOW_CUSTOM_COMMANDS: generic command/args
+    allowed_env_secrets: tuple[str, ...] = ()  # ALLOWED_SERVING_ENV_SECRETS (globs; empty: none)
     pod_policy: PodPolicy = field(default_factory=PodPolicy)  # ALLOWED_TOLERATIONS, ...
+    # DENIED_CIDRS: closed to server pods by NetworkPolicy, and refused by the model download
+    # itself (longrun-fetch --denied-cidrs, runners/fetch_net.py)
+    denied_cidrs: tuple[str, ...] = ()
+    egress: EgressAllowList | None = None  # SERVING_EGRESS_POLICY (JSON): allow-list mode
+    # ALLOWED_SERVING_HOSTS: Ingress host patterns; a label `*` is any one label, and
+    # `{namespace}` is the deployment's namespace. Empty: no Ingress.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_cluster_issuers: tuple[str, ...] = ()  # ALLOWED_SERVING_CLUSTER_ISSUERS (globs)
+    allowed_service_types: tuple[str, ...] = ("ClusterIP",)  # ALLOWED_SERVING_SERVICE_TYPES
     cluster_domain: str = "cluster.local"  # CLUSTER_DOMAIN
     hf_endpoint: str | None = None  # HF_ENDPOINT for the download (a mirror, or tests)
     default_cache_size: str = "20Gi"  # SERVING_CACHE_SIZE
     download_deadline_seconds: int = 3600  # added to startupTimeoutSeconds: the rollout deadline
+    # The model download (longrun-fetch, runners/fetch_net.py): hosts an https redirect may go
+    # to (SERVING_FETCH_REDIRECT_HOSTS), and whether s3:// may use the node's instance role
+    # (SERVING_FETCH_INSTANCE_METADATA).
+    fetch_redirect_hosts: tuple[str, ...] = DEFAULT_REDIRECT_HOSTS
+    fetch_instance_metadata: bool = False
 
 
 def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSettings:
@@ -40,14 +79,84 @@ def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSe
             for f in fields(ServingImages)
         }
     )
+    get = env.get
+    try:
+        egress = parse_egress(get("SERVING_EGRESS_POLICY", ""))
+    except EgressSettingError as exc:
+        raise SettingsError(str(exc)) from None
     return ServingSettings(
         images=images,
-        fetch_image=env.get("SERVING_FETCH_IMAGE")
-        or env.get("DEFAULT_RUNNER_IMAGE")
-        or DEFAULT_IMAGE,
-        allowed_images=parse_list(env.get("ALLOWED_SERVING_IMAGES", "")),
-        pod_policy=PodPolicy(toleration_keys=parse_list(env.get("ALLOWED_TOLERATIONS", ""))),
-        cluster_domain=env.get("CLUSTER_DOMAIN") or "cluster.local",
-        hf_endpoint=env.get("HF_ENDPOINT") or None,
-        default_cache_size=env.get("SERVING_CACHE_SIZE") or "20Gi",
+        fetch_image=get("SERVING_FETCH_IMAGE") or get("DEFAULT_RUNNER_IMAGE") or DEFAULT_IMAGE,
+        allowed_images=parse_list(get("ALLOWED_SERVING_IMAGES", "")),
+        allow_custom_commands=parse_bool(
+            get("SERVING_ALLOW_CUSTOM_COMMANDS", ""), name="SERVING_ALLOW_CUSTOM_COMMANDS"
+        ),
+        allowed_env_secrets=parse_list(get("ALLOWED_SERVING_ENV_SECRETS", "")),
+        pod_policy=PodPolicy(toleration_keys=parse_list(get("ALLOWED_TOLERATIONS", ""))),
+        denied_cidrs=parse_cidrs(get("DENIED_CIDRS", ""), name="DENIED_CIDRS"),
+        egress=egress,
+        allowed_hosts=parse_host_patterns(get("ALLOWED_SERVING_HOSTS", "")),
+        allowed_cluster_issuers=parse_list(get("ALLOWED_SERVING_CLUSTER_ISSUERS", "")),
+        allowed_service_types=parse_service_types(get("ALLOWED_SERVING_SERVICE_TYPES", "")),
+        cluster_domain=get("CLUSTER_DOMAIN") or "cluster.local",
+        hf_endpoint=get("HF_ENDPOINT") or None,
+        default_cache_size=get("SERVING_CACHE_SIZE") or "20Gi",
+        fetch_redirect_hosts=parse_list(
+            get("SERVING_FETCH_REDIRECT_HOSTS", ",".join(DEFAULT_REDIRECT_HOSTS))
+        ),
+        fetch_instance_metadata=parse_bool(
+            get("SERVING_FETCH_INSTANCE_METADATA", "") or "false",
+            name="SERVING_FETCH_INSTANCE_METADATA",
+        ),
+    )
+
+
+def parse_host_patterns(text: str) -> tuple[str, ...]:
+    """Ingress host patterns, lowercased; SettingsError for one that is not a host name whose
+    labels are names, `*` (any one label) or hold `{namespace}`."""
+    patterns = tuple(p.lower() for p in parse_list(text))
+    for pattern in patterns:
+        if pattern == "*":  # any host: every namespace may claim every host
+            continue
+        labels = pattern.split(".")
+        plain = [label.replace(NAMESPACE_PLACEHOLDER, "x") for label in labels]
+        fixed = [label for label in labels[-2:] if label != "*" and "{" not in label]
+        if len(fixed) < 2 or not all(HOST_LABEL.match(label) for label in plain):
+            raise SettingsError(
+                f"ALLOWED_SERVING_HOSTS: {pattern!r} is not a host pattern: dot-separated "
+                "labels, each a DNS label, `*` (any one label) or holding {namespace}, under a "
+                "domain of at least two fixed labels (e.g. *.{namespace}.apps.example.com)"
+            )
+    return patterns
+
+
+def parse_service_types(text: str) -> tuple[str, ...]:
+    """Service types deployments may ask for (ClusterIP always); SettingsError naming an
+    unknown one."""
+    listed = parse_list(text)
+    for kind in listed:
+        if kind not in SERVICE_TYPES:
+            raise SettingsError(
+                f"ALLOWED_SERVING_SERVICE_TYPES: {kind!r} is not a Service type "
+                f"({', '.join(SERVICE_TYPES)})"
+            )
+    return tuple(dict.fromkeys(("ClusterIP", *listed)))
+
+
+def local_serving_settings(env: Mapping[str, str] | None = None) -> ServingSettings:
+    """The settings of `longrun serve` and `longrun run` (local mode): the environment's,
+    with the cluster-only allow-lists open. Locally there is no other tenant, no image is
+    pulled (each runtime maps to a local server), no Ingress, Certificate, Service or
+    NetworkPolicy is made, and what a `generic` deployment runs on the host is the local
+    command's own concern; the rules that protect the server itself (reserved env names, key
+    Secrets) stay."""
+    settings = serving_settings_from_env(env)
+    return replace(
+        settings,
+        allowed_images=("*",),
+        allow_custom_commands=True,
+        allowed_env_secrets=("*",),
+        allowed_hosts=("*",),
+        allowed_cluster_issuers=("*",),
+        allowed_service_types=SERVICE_TYPES,
     )

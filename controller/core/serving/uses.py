@@ -9,8 +9,8 @@ endpoint to make its CronJob (an on-demand deployment is scaled up while an exec
 runs, and the runner's retries cover its start).
 
 Deployment side: which runs use a deployment now, for on-demand scaling. A run counts only
-while it is admitted and live: its reconcile records the deployment it was admitted to in
-`status.modelDeployment` (`admitted_to`: the deployment allows the run's namespace), and
+while it is admitted and live: its reconcile records the ModelDeployment it was admitted to
+in `status.modelDeployment` (`admitted_to`: the deployment allows the run's namespace), and
 `is_active` says whether it runs or waits for it now; the deployment counts only the runs
 of namespaces it allows at that moment (`allowed_runs`). So a refused run never scales
 another namespace's deployment, and never shows in its `status.activeRuns`.
@@ -33,28 +33,35 @@ from pydantic import ValidationError
 
 from contracts.base import SecretKeyRef
 from contracts.config import InferenceConfigSpec
+from contracts.llm import run_problem
 from contracts.model import ApiKeyAuth, ModelBlock
 from contracts.run import InferenceRunStatus
 from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentStatus
 from controller.core import conditions as cond
 from controller.core.conditions import find
+from controller.core.fleets.uses import as_deployment_status
 from controller.core.jobs import parse_time
+from controller.core.pinning import config_pin
 from controller.core.ports import Obj
+from controller.core.status import Observed
 from controller.core.validation import Problem
 
 # Reasons a run waits for, until its timeout (the others are user errors: they wait for a fix).
 WAIT_REASONS = frozenset({"DeploymentNotFound", "DeploymentNotAllowed", "DeploymentNotAvailable"})
-ACTIVE_PHASES = frozenset({"Pending", "Running"})
+# Queued (Kueue holds the Job): its deployment stays up, so the run finds it serving when admitted.
+ACTIVE_PHASES = frozenset({"Pending", "Queued", "Running"})
 # A run refused for one of these was allowed to use the deployment: it waits for it to be up.
 ADMITTED_REASONS = frozenset({"DeploymentNotAvailable"})
 
 
 @dataclass(frozen=True)
 class Target:
-    """Where a config's deploymentRef points: the deployment's namespace and name."""
+    """Where a config's deploymentRef points: the deployment's namespace and name (and kind:
+    a ModelDeployment, or an InferenceModel served by external hosts)."""
 
     namespace: str
     name: str
+    kind: str = "ModelDeployment"
 
     @property
     def key(self) -> str:
@@ -75,7 +82,7 @@ def target_of(config: Obj) -> Target | None:
     if not isinstance(ref, dict) or not ref.get("name"):
         return None
     namespace = ref.get("namespace") or _meta(config).get("namespace", "")
-    return Target(str(namespace), str(ref["name"]))
+    return Target(str(namespace), str(ref["name"]), str(ref.get("kind") or "ModelDeployment"))
 
 
 def deployment_of(run: Obj) -> str | None:
@@ -86,7 +93,8 @@ def deployment_of(run: Obj) -> str | None:
 
 def is_active(run: Obj) -> bool:
     """True while a run uses the deployment it was admitted to: a one-shot run not finished,
-    suspended or cancelled, a scheduled run while one of its executions runs.
+    suspended or cancelled (queued counts: the deployment stays up for it), a scheduled run
+    while one of its executions runs.
 
     Only an admitted run counts (`status.modelDeployment`, set by the run's reconcile once
     the deployment allows the run's namespace): a new run not yet looked at, a refused run
@@ -104,15 +112,41 @@ def is_active(run: Obj) -> bool:
 
 
 def admitted_to(found: object, config: Obj | None) -> str | None:
-    """The deployment a run's resolve (`Resolved` or `Problem`) admitted it to: its config's
-    deploymentRef once the deployment allows the run, Available or not yet (the wait that
-    scales an on-demand deployment up). None for a refusal or a config that calls a URL."""
+    """The ModelDeployment a run's resolve (`Resolved` or `Problem`) admitted it to: its
+    config's deploymentRef once the deployment allows the run, Available or not yet (the wait
+    that scales an on-demand deployment up). None for a refusal, a config that calls a URL or
+    an InferenceModel (external hosts: nothing to scale)."""
     target = target_of(config) if config is not None else None
-    if target is None:
+    if target is None or target.kind != "ModelDeployment":
         return None
     if isinstance(found, Problem) and found.reason not in ADMITTED_REASONS:
         return None
     return target.key
+
+
+def scheduled_use(obs: Observed, found: object) -> str | None:
+    """The deployment a scheduled run uses: the one the config version its CronJob runs
+    admitted it to (while a change of a shared config waits, the accepted version's)."""
+    if obs.problem is not None or obs.config is None:
+        return None
+    if obs.cron_job is not None and not config_pin(obs).follow:
+        return obs.previous.model_deployment
+    return admitted_to(found, obs.config)
+
+
+def started_use(obs: Observed) -> str | None:
+    """The deployment a started one-shot run uses: the one it was admitted to. A run started
+    before runs recorded it (status.modelDeployment) counts for its config's deploymentRef
+    if the config is still the version the run accepted."""
+    previous = obs.previous
+    if previous.model_deployment is not None or obs.config is None:
+        return previous.model_deployment
+    meta, accepted = obs.config.get("metadata") or {}, previous.accepted_config
+    unchanged = accepted is not None and (accepted.uid, accepted.generation) == (
+        meta.get("uid"),
+        meta.get("generation"),
+    )
+    return admitted_to(None, obs.config) if unchanged else None
 
 
 def allowed_runs(deployment: Obj, runs: Iterable[str]) -> tuple[str, ...]:
@@ -157,16 +191,30 @@ def with_deployment(
     if status.api_key_secret:
         key = SecretKeyRef(name=status.api_key_secret, key=API_KEY_SECRET_KEY)
         auth = ApiKeyAuth(secret_ref=key)
-    resolved = block.with_target(
-        url=status.endpoint, protocol=status.protocol, name=status.model_name, auth=auth
+    try:
+        resolved = block.with_target(
+            url=status.endpoint, protocol=status.protocol, name=status.model_name, auth=auth
+        )
+    except ValidationError as exc:  # body settings the deployment's protocol refuses
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        return Problem("spec.model", "InvalidConfig", message)
+    storage = spec.storage
+    wrong = run_problem(
+        resolved,
+        resolved.protocol,
+        storage_input=storage.input,
+        outputs={"output": storage.output, "errors": storage.errors},
+        runner=spec.runner,
     )
+    if wrong is not None:  # e.g. an openai-batch input and a deployment serving KServe
+        return Problem("spec", "InvalidConfig", wrong)
     return spec.model_copy(update={"model": resolved})
 
 
 def _check(
     target: Target, deployment: Obj | None, block: ModelBlock, *, run_namespace: str
 ) -> ModelDeploymentStatus | Problem:
-    where = f'ModelDeployment "{target.key}"'
+    where = f'{target.kind} "{target.key}"'
     if deployment is not None and _meta(deployment).get("deletionTimestamp"):
         deployment = None
     foreign = target.namespace != run_namespace
@@ -181,7 +229,11 @@ def _check(
         message = f"{where} does not exist; create it and the run starts"
         return Problem("spec.model.deploymentRef", "DeploymentNotFound", message)
     try:
-        status = ModelDeploymentStatus.model_validate(deployment.get("status") or {})
+        status = (
+            as_deployment_status(deployment)
+            if target.kind == "InferenceModel"
+            else ModelDeploymentStatus.model_validate(deployment.get("status") or {})
+        )
     except ValidationError:
         message = f"{where} has a status longrun cannot read; the run starts when it is Available"
         return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
@@ -215,7 +267,7 @@ def _availability(
     # Another namespace's status message is its owner's (it may name their Model's source).
     said = f"{phase}: {status.message}" if status.message and not foreign else phase
     message = (
-        f'waiting for ModelDeployment "{target.key}" to become Available ({said}); the run '
+        f'waiting for {target.kind} "{target.key}" to become Available ({said}); the run '
         "starts when it is, or fails when spec.timeoutSeconds pass first"
     )
     return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)

@@ -52,6 +52,22 @@ def test_bad_setting_exits_2_with_a_clear_message(env: Env) -> None:
     assert proc.returncode == 2 and "POLLING_INTERVAL='soon' is not a duration" in err
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("ALLOWED_SERVING_HOSTS", "*.{namespace}", "ALLOWED_SERVING_HOSTS: '*.{namespace}' is"),
+        ("SERVING_EGRESS_POLICY", "{cidrs: []}", "(chart: serving.networkPolicy) is not JSON"),
+    ],
+)  # fmt: skip
+def test_a_bad_serving_setting_exits_2_naming_it(
+    env: Env, name: str, value: str, message: str
+) -> None:
+    proc = _launch(env, **{name: value})
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 2 and message in err
+    assert "Traceback" not in err
+
+
 def test_controller_process_serves_probes_metrics_and_stops_cleanly(env: Env) -> None:
     env.scripted.script(exit_code=0, message=SUMMARY)
     metrics, health = free_port(), free_port()

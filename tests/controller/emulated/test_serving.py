@@ -28,7 +28,11 @@ INGRESS = {"ingress": {"host": "iris.example.com"}}
 
 
 @pytest.fixture
-def serving(env: Env) -> Serving:
+def serving(env: Env, monkeypatch: pytest.MonkeyPatch) -> Serving:
+    # A cluster whose admin lets deployments claim hosts under example.com and use the "ca"
+    # ClusterIssuer (the chart's serving.ingress.allowedHosts, serving.tls.*; none by default).
+    monkeypatch.setenv("ALLOWED_SERVING_HOSTS", "*.example.com")
+    monkeypatch.setenv("ALLOWED_SERVING_CLUSTER_ISSUERS", "ca")
     return Serving(env)
 
 

@@ -29,6 +29,18 @@ GOLDEN = [
         "0f6c1d52-8d7e-4a53-9d0f-3f1f2a8c9b10",
         None,
     ),
+    (
+        "openai-batch/openai-batch.yaml",
+        "openai-batch.json",
+        "7d1e5c3a-2b4f-4e8a-9c61-0a2b3c4d5e6f",
+        "default",
+    ),
+    (
+        "sql-messages/sql-messages.yaml",
+        "sql-messages.json",
+        "3f9a8b7c-6d5e-4f10-8a2b-1c3d5e7f9a0b",
+        "default",
+    ),
 ]
 
 

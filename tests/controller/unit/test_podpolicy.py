@@ -31,6 +31,14 @@ def test_env_names_the_runtime_or_longrun_interprets_are_refused(name: str) -> N
     assert name in problems[0].message
 
 
+@pytest.mark.parametrize("name", ["contract_path", "Job_Name", "path", "Bash_Env", "kubeconfig"])
+def test_env_names_are_compared_without_regard_to_case(name: str) -> None:
+    # The same rule as for model servers (MLServer reads its settings in any case): one
+    # comparison for every pod longrun makes, whatever each reader does.
+    problems = pod_problems(spec(env=[{"name": name, "value": "x"}]), PodPolicy())
+    assert [(p.field, p.reason) for p in problems] == [("spec.pod.env[0].name", "EnvNotAllowed")]
+
+
 def test_ordinary_env_and_secret_env_pass() -> None:
     env = [{"name": "MODEL_HINT", "value": "x"},
            {"name": "API_TOKEN", "secretKeyRef": {"name": "s", "key": "k"}}]  # fmt: skip

@@ -187,6 +187,36 @@ def test_a_read_report_becomes_counts_percent_rate_eta_and_texts() -> None:
     assert status.result is None  # the final result is the runner's summary, not this
 
 
+def test_an_llm_runs_report_adds_its_tokens_and_tokens_per_second() -> None:
+    line = LINE.replace('"total":3000', '"total":3000,"tokens":123456,"tokenRate":2345.67')
+    obs = observed(job=job(), pods=[runner_pod("p")], runner_log=RunnerLog("run", line))
+    shown = decide(obs, SETTINGS, now=NOW).status.progress
+    assert shown is not None
+    assert (shown.tokens_total, shown.tokens_per_second) == (123456, 2345.7)
+    assert shown.tokens_per_second_text == "2.3k/s"
+    plain = decide(
+        observed(job=job(), pods=[runner_pod("p")], runner_log=RunnerLog("run", LINE)),
+        SETTINGS,
+        now=NOW,
+    ).status.progress
+    assert plain is not None and plain.tokens_per_second_text is None
+
+
+def test_a_finished_llm_run_keeps_its_token_total() -> None:
+    running = progress(NOW, records_read=3, records_written=3, tokens_per_second=50.0)
+    previous = InferenceRunStatus(phase="Running", job_name="run", progress=running)
+    done = job(active=0, conditions=[{"type": "Complete", "status": "True"}])
+    summary = '{"recordsRead": 3, "recordsWritten": 3, "totalTokens": 99, "promptTokens": 60}'
+    exited = runner_pod("p", phase="Succeeded")
+    exited["status"]["containerStatuses"] = [
+        {"name": "runner", "state": {"terminated": {"exitCode": 0, "message": summary}}}
+    ]
+    status = decide(observed(job=done, pods=[exited], previous=previous), SETTINGS, now=NOW).status
+    assert status.result is not None and status.result.total_tokens == 99
+    assert status.progress is not None and status.progress.tokens_total == 99
+    assert status.progress.tokens_per_second is None
+
+
 def test_a_tail_without_a_report_moves_only_the_time_it_was_looked_at() -> None:
     before = progress(NOW - timedelta(minutes=1), records_read=5, records_written=5)
     previous = InferenceRunStatus(phase="Running", job_name="run", progress=before)

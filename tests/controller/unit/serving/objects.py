@@ -20,7 +20,16 @@ from controller.core.serving.settings import ServingSettings
 NS = "team"
 UID = "mdep-uid"
 NOW = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
-SETTINGS = ServingSettings()
+# The cluster the samples assume: its admin allows what they use beyond the defaults (the
+# generic sample's image and command line, Ingress hosts and a ClusterIssuer of example.com,
+# every Service type). Tests of the defaults themselves pass ServingSettings().
+SETTINGS = ServingSettings(
+    allowed_images=("vllm/vllm-openai:*",),
+    allow_custom_commands=True,
+    allowed_hosts=("*.example.com",),
+    allowed_cluster_issuers=("letsencrypt",),
+    allowed_service_types=("ClusterIP", "NodePort", "LoadBalancer"),
+)
 GGUF = {"source": "hf://org/chat-GGUF/chat.Q4_K_M.gguf@main", "format": "gguf"}
 SKLEARN = {"source": "s3://models/iris/model.joblib", "format": "sklearn"}
 XGBOOST = {"source": "https://models.example.com/churn/model.json", "format": "xgboost"}
@@ -44,6 +53,26 @@ RUNTIMES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         },
     ),
 }
+
+# What the examples under testdata/examples/serving need beyond the defaults, as each one's
+# comment tells the cluster admin (chart values); the others run under the defaults.
+EXAMPLE_SETTINGS = {
+    "generic.yaml": ServingSettings(
+        allowed_images=("registry.example.com/ml/*",), allow_custom_commands=True
+    ),
+    "llamacpp.yaml": ServingSettings(
+        allowed_hosts=("*.llm.example.com",), allowed_cluster_issuers=("letsencrypt",)
+    ),
+}
+EXAMPLE_VALUES = {
+    "generic.yaml": ("serving.allowedImages", "serving.allowCustomCommands"),
+    "llamacpp.yaml": ("serving.ingress.allowedHosts", "serving.tls.allowedClusterIssuers"),
+}
+
+
+def example_settings(file_name: str) -> ServingSettings:
+    """The settings of a cluster that runs the example `file_name`."""
+    return EXAMPLE_SETTINGS.get(file_name, ServingSettings())
 
 
 def deployment(
@@ -85,10 +114,12 @@ def model_object(name: str = "chat-model", namespace: str = NS, **spec: Any) -> 
     }
 
 
-def resolved(obj: dict[str, Any], model: dict[str, Any] | None = None) -> ServingResolved:
+def resolved(
+    obj: dict[str, Any], model: dict[str, Any] | None = None, settings: ServingSettings = SETTINGS
+) -> ServingResolved:
     """The resolved deployment (fails the test on a problem)."""
     spec = ModelDeploymentSpec.model_validate(obj["spec"])
-    result = resolve_deployment(obj, spec, model, SETTINGS)
+    result = resolve_deployment(obj, spec, model, settings)
     assert isinstance(result, ServingResolved), result
     return result
 

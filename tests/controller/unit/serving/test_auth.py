@@ -77,7 +77,10 @@ def test_the_secret_holds_the_first_key_every_key_and_the_sidecar_map() -> None:
     plain = {k: base64.b64decode(v).decode() for k, v in body["data"].items()}
     first, second = plain["api-keys"].split()
     assert plain[API_KEY_SECRET_KEY] == first
-    assert plain[names.NGINX_KEYS_KEY] == f'"Bearer {first}" 1;\n"Bearer {second}" 1;\n'
+    # One case-sensitive regex per key: a plain map string would match in any letter case.
+    assert plain[names.NGINX_KEYS_KEY] == (
+        f'"~^(?i:bearer) {first}$" 1;\n"~^(?i:bearer) {second}$" 1;\n'
+    )
     assert body["type"] == "Opaque"
     assert body["metadata"]["annotations"][names.KEYS_ROTATED_FOR_ANNOTATION] == ""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,9 +17,11 @@ import pytest
 from controller.core.serving import builders, names
 from controller.core.serving.decide import ServingDecision
 from controller.core.serving.runtimes import CACHE_MOUNT
-from controller.core.serving.settings import ServingSettings
+from controller.core.serving.settings import ServingSettings, serving_settings_from_env
+from controller.core.settings import SettingsError
 from tests.controller.unit.serving.objects import (
     RUNTIMES,
+    SETTINGS,
     UID,
     created,
     decide,
@@ -122,7 +125,7 @@ def test_runtime_gets_the_model_read_only_from_the_cache_the_init_container_fill
     fetch = container(pod, names.FETCH_CONTAINER)
     dest = fetch["args"][1]
     assert fetch["command"] == ["longrun-fetch"]
-    assert fetch["args"] == [
+    assert fetch["args"][:4] == [
         "hf://org/chat-GGUF/chat.Q4_K_M.gguf@main",
         dest,
         "--sha256",
@@ -146,16 +149,56 @@ def test_download_reads_credentials_from_a_mounted_secret_and_hf_endpoint_from_s
     settings = ServingSettings(hf_endpoint="http://hf-mirror.local")
     pod = pod_of(decide(deployment(model=model, runtime={"kserve": {}}), settings=settings))
     fetch = container(pod, names.FETCH_CONTAINER)
-    assert fetch["args"][2:] == [
+    assert fetch["args"][2:6] == [
         "--endpoint-url",
         "http://minio:9000",
         "--credentials-dir",
         "/var/run/longrun/model-credentials",
     ]
-    assert fetch["env"] == [{"name": "HF_ENDPOINT", "value": "http://hf-mirror.local"}]
+    assert {"name": "HF_ENDPOINT", "value": "http://hf-mirror.local"} in fetch["env"]
     volume = next(v for v in pod["volumes"] if v["name"] == "model-credentials")
     assert volume["secret"]["secretName"] == "s3-keys"
     assert "model-credentials" not in json.dumps(container(pod, names.RUNTIME_CONTAINER))
+
+
+def test_the_download_is_limited_to_the_cache_size_and_kept_off_denied_networks() -> None:
+    pod = pod_of(decide(deployment()))
+    fetch = container(pod, names.FETCH_CONTAINER)
+    assert fetch["args"][-4:] == [
+        "--max-size", "20Gi", "--redirect-hosts", "*.hf.co,*.huggingface.co",
+    ]  # fmt: skip
+    # Never the node's instance role: in boto's env, and in the program (runners/fetch_net.py).
+    assert {"name": "AWS_EC2_METADATA_DISABLED", "value": "true"} in fetch["env"]
+    settings = ServingSettings(
+        denied_cidrs=("169.254.0.0/16", "fd00:ec2::254/128"),
+        fetch_redirect_hosts=(),
+        fetch_instance_metadata=True,
+    )
+    sized = deployment(cache={"size": "3Gi"})
+    fetch = container(pod_of(decide(sized, settings=settings)), names.FETCH_CONTAINER)
+    assert fetch["args"][-5:] == [
+        "--max-size", "3Gi", "--denied-cidrs", "169.254.0.0/16,fd00:ec2::254/128",
+        "--allow-instance-metadata",
+    ]  # fmt: skip
+    assert "AWS_EC2_METADATA_DISABLED" not in json.dumps(fetch["env"])
+
+
+def test_the_download_settings_are_read_from_the_controllers_environment() -> None:
+    settings = serving_settings_from_env(
+        {
+            "DENIED_CIDRS": "169.254.0.0/16, 10.1.2.3",
+            "SERVING_FETCH_REDIRECT_HOSTS": "*.cdn.example.com",
+            "SERVING_FETCH_INSTANCE_METADATA": "true",
+        }
+    )
+    assert settings.denied_cidrs == ("169.254.0.0/16", "10.1.2.3/32")
+    assert settings.fetch_redirect_hosts == ("*.cdn.example.com",)
+    assert settings.fetch_instance_metadata
+    defaults = serving_settings_from_env({})
+    assert defaults.fetch_redirect_hosts == ("*.hf.co", "*.huggingface.co")
+    assert not defaults.fetch_instance_metadata and defaults.denied_cidrs == ()
+    with pytest.raises(SettingsError, match="DENIED_CIDRS"):
+        serving_settings_from_env({"DENIED_CIDRS": "metadata.internal"})
 
 
 def test_changing_the_source_downloads_to_a_new_place() -> None:
@@ -231,7 +274,10 @@ def test_user_env_passes_literals_and_secret_references_only() -> None:
         {"name": "LOG_LEVEL", "value": "debug"},
         {"name": "HF_TOKEN", "secretKeyRef": {"name": "hf", "key": "token"}},
     ]
-    server = container(pod_of(decide(deployment(env=env))), names.RUNTIME_CONTAINER)
+    settings = replace(SETTINGS, allowed_env_secrets=("hf",))
+    server = container(
+        pod_of(decide(deployment(env=env), settings=settings)), names.RUNTIME_CONTAINER
+    )
     assert {"name": "LOG_LEVEL", "value": "debug"} in server["env"]
     assert {
         "name": "HF_TOKEN",

@@ -18,7 +18,12 @@ from controller.core.serving.observed import ServingObserved
 from controller.core.serving.settings import ServingSettings
 from controller.core.settings import Settings
 from controller.validate import check_document
-from tests.controller.unit.serving.objects import NOW, counting_entropy
+from tests.controller.unit.serving.objects import (
+    EXAMPLE_VALUES,
+    NOW,
+    counting_entropy,
+    example_settings,
+)
 from tests.controller.unit.serving.test_builders import restricted_violations
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -51,13 +56,38 @@ def test_every_example_renders_restricted_pods_and_reports_pending(path: Path) -
         ref = (doc["spec"].get("modelRef") or {}).get("name")
         observed = ServingObserved(doc, model=models.get(ref))
         decision = decide_deployment(
-            observed, ServingSettings(), now=NOW, entropy=counting_entropy()
+            observed, example_settings(path.name), now=NOW, entropy=counting_entropy()
         )
         assert decision.status.phase == "Pending", decision.status.message
         pod = next(
             w.body for w in decision.writes if isinstance(w, Create) and w.kind == "Deployment"
         )
         assert restricted_violations(pod["spec"]["template"]["spec"]) == []
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLE_VALUES))
+def test_an_example_that_needs_an_opt_in_names_it_in_its_refusal_and_its_comment(
+    name: str,
+) -> None:
+    path = ROOT / "testdata" / "examples" / "serving" / name
+    docs = _docs(path)
+    models = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Model"}
+    messages = []
+    for doc in (d for d in docs if d["kind"] == "ModelDeployment"):
+        doc["metadata"].update(namespace="default", uid="uid", generation=1)
+        ref = (doc["spec"].get("modelRef") or {}).get("name")
+        decision = decide_deployment(
+            ServingObserved(doc, model=models.get(ref)),
+            ServingSettings(),
+            now=NOW,
+            entropy=counting_entropy(),
+        )
+        assert decision.status.phase == "Failed" and not decision.writes
+        messages.append(decision.status.message or "")
+    first = EXAMPLE_VALUES[name][0]
+    assert any(first in message for message in messages), messages
+    for value in EXAMPLE_VALUES[name]:  # the comment tells the cluster admin what to allow
+        assert value in path.read_text(), f"{name} should say it needs {value}"
 
 
 def test_there_is_an_example_for_each_runtime() -> None:

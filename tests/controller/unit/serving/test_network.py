@@ -1,14 +1,28 @@
 """How a deployment is reached and scaled: Service, NetworkPolicy, HPA, Ingress, Certificate
 and the endpoint URLs the status reports.
 
-Real: the pure network builders on resolved plain-dict deployments. Faked: nothing.
+Real: the pure network builders on resolved plain-dict deployments, and the decision that
+creates them under the settings the chart's environment sets. Faked: nothing.
 """
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import pytest
+
 from controller.core.serving import names, network
-from controller.core.serving.settings import ServingSettings
-from tests.controller.unit.serving.objects import SETTINGS, deployment, for_runtime, resolved
+from controller.core.serving.settings import ServingSettings, serving_settings_from_env
+from tests.controller.unit.serving.objects import (
+    RUNTIMES,
+    SETTINGS,
+    created,
+    decide,
+    deployment,
+    for_runtime,
+    resolved,
+)
 
 TLS = {
     "ingress": {"host": "llm.example.com", "path": "/chat", "className": "nginx"},
@@ -35,13 +49,15 @@ def test_service_exposes_grpc_for_grpc_runs() -> None:
 
 
 def test_network_policy_opens_only_the_sidecar_ports() -> None:
-    policy = network.build_network_policy(resolved(for_runtime("triton")))
+    policy = network.build_network_policy(resolved(for_runtime("triton")), SETTINGS)
     assert policy is not None
     assert policy["spec"]["podSelector"] == {"matchLabels": names.selector_labels("triton")}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]  # no denied network: no egress rule
     assert policy["spec"]["ingress"] == [
         {"ports": [{"port": 9080, "protocol": "TCP"}, {"port": 9081, "protocol": "TCP"}]}
     ]
-    assert network.build_network_policy(resolved(deployment())) is None  # llama.cpp checks keys
+    # llama.cpp checks the keys itself, and nothing is denied: no policy at all.
+    assert network.build_network_policy(resolved(deployment()), SETTINGS) is None
 
 
 def test_hpa_scales_on_cpu_by_default() -> None:
@@ -128,3 +144,100 @@ def test_endpoints_are_in_cluster_urls_and_the_ingress_url() -> None:
     grpc = resolved(for_runtime("triton"))
     domain = ServingSettings(cluster_domain="k8s.internal")
     assert network.endpoint_url(grpc, domain) == "triton.team.svc.k8s.internal:8081"
+
+
+# -- egress: the runners' network guard, enforced by the kernel for model servers -----------
+
+CHART_DENIED = "169.254.0.0/16,fe80::/10,fd00:ec2::254/128,100.100.100.200/32"
+DNS = [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+EVERYTHING_BUT_DENIED = [
+    {"ipBlock": {"cidr": "0.0.0.0/0", "except": ["100.100.100.200/32", "169.254.0.0/16"]}},
+    {
+        "ipBlock": {
+            "cidr": "::/0",
+            "except": [
+                "64:ff9b::6464:64c8/128",  # NAT64 and 6to4 forms of the IPv4 networks
+                "64:ff9b::a9fe:0/112",
+                "2002:6464:64c8::/48",
+                "2002:a9fe::/32",
+                "fd00:ec2::254/128",
+                "fe80::/10",
+            ],
+        }
+    },
+]
+
+
+def policy_of(obj: dict[str, Any], env: dict[str, str]) -> dict[str, Any] | None:
+    """The NetworkPolicy a first decision creates under the settings `env` sets."""
+    generic = {
+        "ALLOWED_SERVING_IMAGES": "vllm/vllm-openai:*",
+        "SERVING_ALLOW_CUSTOM_COMMANDS": "true",
+    }
+    settings = serving_settings_from_env({**env, **generic})  # the generic sample is allowed
+    return created(decide(obj, settings=settings)).get("NetworkPolicy")
+
+
+@pytest.mark.parametrize("runtime", list(RUNTIMES))
+def test_server_pods_may_reach_every_address_but_the_denied_networks(runtime: str) -> None:
+    policy = policy_of(for_runtime(runtime), {"DENIED_CIDRS": CHART_DENIED})
+    assert policy is not None, "a model server checks no address itself: the policy must"
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": names.selector_labels(runtime)}
+    sidecar = runtime != "llamacpp"  # llama.cpp checks keys itself: no ingress rule
+    assert spec["policyTypes"] == (["Ingress", "Egress"] if sidecar else ["Egress"])
+    assert ("ingress" in spec) == sidecar
+    assert spec["egress"] == [{"ports": DNS}, {"to": EVERYTHING_BUT_DENIED}]
+
+
+def test_no_denied_network_and_no_sidecar_means_no_policy() -> None:
+    assert policy_of(deployment(), {}) is None
+    assert policy_of(deployment(), {"DENIED_CIDRS": ""}) is None
+
+
+def test_denying_every_address_leaves_only_dns() -> None:
+    # An empty `to` would allow every address: the rule is left out instead.
+    policy = policy_of(deployment(), {"DENIED_CIDRS": "0.0.0.0/0,::/0"})
+    assert policy is not None and policy["spec"]["egress"] == [{"ports": DNS}]
+
+
+def test_the_egress_allow_list_replaces_every_address_and_keeps_denied_networks_closed() -> None:
+    allow = {
+        "enabled": True,
+        "dns": {"enabled": True, "namespace": "kube-system", "podLabels": {"k8s-app": "kube-dns"}},
+        "sameNamespace": False,
+        "namespaces": ["storage"],
+        "cidrs": ["0.0.0.0/0", {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]},
+                  "169.254.20.10/32"],  # NodeLocal DNSCache: listed inside a denied network
+    }  # fmt: skip
+    env = {"DENIED_CIDRS": CHART_DENIED, "SERVING_EGRESS_POLICY": json.dumps(allow)}
+    policy = policy_of(deployment(), env)
+    assert policy is not None
+    namespace = "kubernetes.io/metadata.name"
+    assert policy["spec"]["egress"] == [
+        {
+            "to": [
+                {
+                    "namespaceSelector": {"matchLabels": {namespace: "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                }
+            ],
+            "ports": DNS,
+        },
+        {"to": [{"namespaceSelector": {"matchLabels": {namespace: "storage"}}}]},
+        {
+            "to": [
+                EVERYTHING_BUT_DENIED[0],
+                {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}},
+                {"ipBlock": {"cidr": "169.254.20.10/32"}},
+            ]
+        },
+    ]
+
+
+def test_a_changed_deny_list_reaches_the_policy() -> None:
+    obj = for_runtime("kserve")
+    before = policy_of(obj, {"DENIED_CIDRS": CHART_DENIED})
+    after = policy_of(obj, {"DENIED_CIDRS": "169.254.0.0/16,10.0.0.0/8"})
+    assert before is not None and after is not None
+    assert before["metadata"]["annotations"] != after["metadata"]["annotations"]  # spec hash

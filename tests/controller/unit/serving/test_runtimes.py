@@ -171,7 +171,7 @@ def test_nginx_config_checks_bearer_keys_and_lets_only_the_health_path_through()
     conf = auth.nginx_conf(r.plan)
     assert "include /etc/longrun/keys/nginx-keys.map;" in conf
     assert "map $http_authorization $longrun_key_ok" in conf
-    assert "location = /v1/models/kserve { proxy_pass http://127.0.0.1:8080; }" in conf
+    assert 'location = "/v1/models/kserve" { proxy_pass http://127.0.0.1:8080; }' in conf
     assert 'proxy_set_header Authorization "";' in conf
     assert "listen 9080;" in conf and "return 401" in conf
 

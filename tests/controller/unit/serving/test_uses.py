@@ -103,6 +103,35 @@ def test_the_contract_takes_url_protocol_name_and_key_from_the_deployment() -> N
     assert "qwen-api-keys" in json.dumps(job["spec"]["template"]["spec"])
 
 
+def test_body_settings_the_deployments_protocol_refuses_are_reported_on_the_run() -> None:
+    kserve = {**AVAILABLE, "protocol": "kserve-v2", "modelName": "iris"}
+    cfg = config()
+    cfg["spec"]["model"] = {"deploymentRef": {"name": "qwen"}, "body": {"seed": 1}}
+    decision = decide(observed(run(), cfg, deployment(status=kserve)), Settings(), now=NOW)
+    accepted = next(c for c in decision.status.conditions if c.type == "Accepted")
+    assert decision.writes == ()
+    assert (accepted.status, accepted.reason) == ("False", "InvalidConfig")
+    assert accepted.message == "spec.model: body: applies to OpenAI protocols, not kserve-v2"
+
+
+def test_a_batch_file_cannot_be_sent_to_a_deployment_serving_tensors() -> None:
+    kserve = {**AVAILABLE, "protocol": "kserve-v2", "modelName": "iris"}
+    cfg = config()
+    cfg["spec"]["model"] = {"deploymentRef": {"name": "qwen"}}
+    cfg["spec"]["storage"] = {
+        "input": {"file": {"path": "/in.jsonl", "format": "openai-batch"}},
+        "output": {"file": {"path": "/out"}},
+    }
+    decision = decide(observed(run(), cfg, deployment(status=kserve)), Settings(), now=NOW)
+    accepted = next(c for c in decision.status.conditions if c.type == "Accepted")
+    assert (accepted.reason, decision.writes) == ("InvalidConfig", ())
+    assert "openai-batch needs an OpenAI protocol" in accepted.message and "kserve-v2" in (
+        accepted.message
+    )
+    ok = decide(observed(run(), cfg, deployment()), Settings(), now=NOW)  # openai-chat
+    assert contract_of(ok)["input"]["file"]["format"] == "openai-batch"
+
+
 def test_a_run_waits_while_the_deployment_is_not_available() -> None:
     idle = {**AVAILABLE, "phase": "Idle", "conditions": [], "message": "no pod is wanted now"}
     decision = decide(observed(run(), config(), deployment(status=idle)), Settings(), now=NOW)
@@ -240,6 +269,7 @@ def test_only_an_admitted_live_run_uses_its_deployment() -> None:
     live = {
         "waiting for it": with_status(one_shot, phase="Pending"),
         "running": with_status(one_shot, phase="Running"),
+        "queued (Kueue holds its Job)": with_status(one_shot, phase="Queued"),
         "an execution running": with_status(scheduled, phase="Scheduled", conditions=[RUNNING]),
         "an execution running, suspended since": with_status(
             run(schedule="0 2 * * *", suspend=True), phase="Suspended", conditions=[RUNNING]
