@@ -15,7 +15,6 @@ express a discriminated union, a map with at most one property can.
 from contracts.serving.deployment import (
     IDLE_ABOVE,
     IDLE_WITH_HPA,
-    ApiKeysStatus,
     AuthSpec,
     Autoscaling,
     CacheSpec,
@@ -23,10 +22,14 @@ from contracts.serving.deployment import (
     IngressSpec,
     IssuerRef,
     ModelDeploymentSpec,
-    ModelDeploymentStatus,
     PodsMetric,
     ServingResources,
     TlsSpec,
+)
+from contracts.serving.deployment_status import (
+    AcceptedModel,
+    ApiKeysStatus,
+    ModelDeploymentStatus,
 )
 from contracts.serving.kinds import (
     AGE,
@@ -91,6 +94,7 @@ __all__ = [
     "SERVING_RESOURCE_MODELS",
     "SHA256_PATTERN",
     "SOURCE_HELP",
+    "AcceptedModel",
     "ApiKeysStatus",
     "Arg",
     "AuthSpec",
