@@ -354,6 +354,10 @@ class InferenceRunStatus(Schema):
         default=None,
         description="The config version the run's children were rendered from (see configRef).",
     )
+    model_deployment: Annotated[str, StringConstraints(max_length=317)] | None = Field(
+        default=None,
+        description="The ModelDeployment (ns/name) the run was admitted to; what scaling counts.",
+    )
     config_map_name: ObjectName | None = Field(
         default=None, description="ConfigMap holding the rendered contract."
     )

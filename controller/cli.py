@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from batchapi.cli import add_parser as add_batch_api_parser
 from contracts.contract import contract_json_schema
 from controller import __version__
 from controller.core.settings import SettingsError, settings_from_env
@@ -109,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_serve_parser(sub)
     add_controller_parser(sub)
+    add_batch_api_parser(sub)
     return parser
 
 

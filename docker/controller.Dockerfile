@@ -1,5 +1,6 @@
-# The controller image: contracts + controller + local (kubernetes client, croniter,
-# prometheus_client). Not runners/: the controller never imports it.
+# The controller image: contracts + controller + local + batchapi (kubernetes client, croniter,
+# prometheus_client; boto3 for `longrun batch-api --s3-bucket`, the chart's Batch API server).
+# Not runners/: the controller never imports it.
 # Build from the repository root:  docker build -f docker/controller.Dockerfile -t IMAGE .
 # Runs as a non-root user with a read-only root filesystem (the chart mounts /tmp).
 #
@@ -18,9 +19,10 @@ COPY pyproject.toml README.md ./
 COPY contracts contracts
 COPY controller controller
 COPY local local
+COPY batchapi batchapi
 RUN python -m venv --without-pip /opt/longrun \
  && python -m pip wheel --no-deps --wheel-dir /tmp/wheels . \
- && python -m pip --python /opt/longrun/bin/python install /tmp/wheels/longrun-*.whl \
+ && python -m pip --python /opt/longrun/bin/python install "$(ls /tmp/wheels/longrun-*.whl)[batch-api]" \
  && rm -f /opt/longrun/bin/longrun-runner
 
 FROM python:3.11.10-slim-bookworm@sha256:5148c0e4bbb64271bca1d3322360ebf4bfb7564507ae32dd639322e4952a6b16 AS runtime

@@ -35,6 +35,7 @@ from e2e.backends import (
 from e2e.ci import is_ci
 from e2e.emulator import Clock, Emulator, EmulatorConfig
 from e2e.nodeagent import AgentConfig, Kube, NodeAgent, ScriptedPods
+from e2e.nodeagent.config import default_capacity
 from e2e.nodeagent.logs import KubeletTLS
 from e2e.real import AssetsNotFound, ControlPlane, StartupError, find_assets
 from e2e.real.handle import RealClusterHandle
@@ -188,8 +189,10 @@ def start_scripted_agent(
     namespaces: tuple[str, ...] | None = None,
     node_name: str = "longrun-node",
     kubelet_tls: KubeletTLS | None = None,
+    pods_capacity: int | None = None,
 ) -> NodeAgent:
-    """A node agent that runs every pod it takes as a scripted container (`pods`)."""
+    """A node agent that runs every pod it takes as a scripted container (`pods`); with
+    `pods_capacity`, a node that takes at most that many pods (a full node)."""
     settings: dict[str, Any] = {
         "workdir": workdir,
         "node_name": node_name,
@@ -198,6 +201,8 @@ def start_scripted_agent(
         "kubelet_tls": kubelet_tls,
         **AGENT_TIMING,
     }
+    if pods_capacity is not None:
+        settings["capacity"] = {**default_capacity(), "pods": str(pods_capacity)}
     if now is not None:  # kubelet timestamps on the emulator's clock, as its controllers read
         settings["now"] = now.now
     return NodeAgent(AgentConfig(**settings), kube).start()

@@ -176,7 +176,9 @@ def _pod_log(run_dir: Path, pod: Obj, console: Console) -> Iterator[Callable[[st
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
-    with open(logs / f"{pod['metadata']['name']}.log", "a", encoding="utf-8") as handle:
+    log = logs / f"{pod['metadata']['name']}.log"
+    # Line-buffered: the log is read while the pod runs (its progress lines, `tail -f`).
+    with open(log, "a", encoding="utf-8", buffering=1) as handle:
 
         def on_line(stream: str, line: str) -> None:
             with lock:

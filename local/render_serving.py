@@ -8,7 +8,7 @@ controller writes them. Nothing is re-implemented: the deployment is resolved wi
 (from the files) by the controller's `resolve_deployment`, under the controller's settings
 (the same environment variables: ALLOWED_SERVING_IMAGES, SERVING_GPU_RESOURCE, ...), its
 replica count is `decide_scale`'s for a new deployment, and the objects are the serving
-builders' (`desired_children`, `build_key_secret`).
+builders' (`desired_children`; the key Secret as `plan_keys` makes it for a new deployment).
 
 What only a cluster knows is filled in as `longrun serve` fills it in: the deployment's UID
 is the deterministic local one, and the keys' version (the pods' `longrun.dev/api-keys-version`)
@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from contracts.serving import ModelDeploymentSpec
-from controller.core.serving import auth, builders
-from controller.core.serving.decide import desired_children
-from controller.core.serving.keys import VERSION_BYTES
+from controller.core.serving.decide import Create, desired_children
+from controller.core.serving.keys import plan_keys
+from controller.core.serving.observed import ServingObserved
 from controller.core.serving.resolve import model_namespace, resolve_deployment
 from controller.core.serving.scaling import decide_scale
 from controller.core.serving.settings import ServingSettings
@@ -62,13 +62,14 @@ def deployment_manifests(obj: Obj, inputs: Inputs, settings: ServingSettings) ->
     scale = decide_scale(
         spec, current=None, active=False, idle_since=None, last_run_finished=None, now=EPOCH
     )
-    version = zero_entropy(VERSION_BYTES).hex() if spec.auth.enabled else None
+    keys = plan_keys(ServingObserved(obj), resolved, entropy=zero_entropy, now=EPOCH)
     out: list[Obj] = []
-    if spec.auth.enabled:
-        secret = builders.build_key_secret(resolved, auth.generate_keys(1, zero_entropy))
+    for write in keys.writes:  # a new deployment's: the key Secret, created
+        assert isinstance(write, Create)
+        secret = dict(write.body)
         secret.pop("data")
         out.append(secret)
-    children = desired_children(resolved, settings, scale.replicas or 0, version)
+    children = desired_children(resolved, settings, scale.replicas or 0, keys)
     out += [child for _, child in children if child is not None]
     return out
 

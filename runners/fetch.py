@@ -262,7 +262,9 @@ def _pvc(fetch: Fetch, rest: str) -> str:
     local = root / claim / path
     if not local.exists():
         raise FetchError(EXIT_NOT_FOUND, f"{fetch.source}: not found on the claim ({local})")
-    if fetch.sha256 is not None and local.is_file() and digest_of(local) != fetch.sha256:
+    if fetch.sha256 is not None and local.is_dir():
+        raise FetchError(EXIT_USAGE, f"--sha256 checks one file, but {fetch.source} is a directory")
+    if fetch.sha256 is not None and digest_of(local) != fetch.sha256:
         raise FetchError(EXIT_MISMATCH, f"sha256 of {fetch.source} does not match")
     if fetch.dest.resolve() == local.resolve():
         return f"{fetch.source} is used in place"

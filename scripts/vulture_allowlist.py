@@ -27,6 +27,9 @@ _.api_instance  # kubernetes LeaseLock reads it
 _.keep_alive  # kubernetes Configuration
 _.ModelInfer  # the gRPC servicer's method name
 _.makefile  # socket protocol (bench's canned socket)
+_.server_version  # http.server's Server header (batchapi/server.py)
+_.readable  # io.RawIOBase protocol (tests/batchapi/test_bodies.py)
+_.readinto  # io.RawIOBase protocol (tests/batchapi/test_bodies.py)
 _.int64_param  # protobuf field
 _.string_param  # protobuf field
 # Signatures a protocol fixes: __exit__, signal handlers, KServe's predict.

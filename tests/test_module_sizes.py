@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PRODUCT = ("contracts", "controller", "local", "runners")
+PRODUCT = ("batchapi", "contracts", "controller", "local", "runners")
 LIMIT = 400
 
 

@@ -15,12 +15,15 @@ express a discriminated union, a map with at most one property can.
 from contracts.serving.deployment import (
     IDLE_ABOVE,
     IDLE_WITH_HPA,
-    ApiKeysStatus,
     Autoscaling,
     CacheSpec,
     ModelDeploymentSpec,
-    ModelDeploymentStatus,
     PodsMetric,
+)
+from contracts.serving.deployment_status import (
+    AcceptedModel,
+    ApiKeysStatus,
+    ModelDeploymentStatus,
 )
 from contracts.serving.endpoint import AuthSpec, EndpointSpec, IngressSpec, IssuerRef, TlsSpec
 from contracts.serving.kinds import (
@@ -97,6 +100,7 @@ __all__ = [
     "SERVING_RESOURCE_MODELS",
     "SHA256_PATTERN",
     "SOURCE_HELP",
+    "AcceptedModel",
     "Affinity",
     "ApiKeysStatus",
     "Arg",

@@ -17,8 +17,8 @@ from contracts.base import (
 from contracts.resources import Column, ObjectMeta
 from contracts.serving.deployment import (
     ModelDeploymentSpec,
-    ModelDeploymentStatus,
 )
+from contracts.serving.deployment_status import ModelDeploymentStatus
 from contracts.serving.model import (
     ModelSpec,
     ModelStatus,

@@ -83,7 +83,8 @@ class ModelSpec(Schema):
             "endpointUrl: applies to s3:// sources only",
             "!has(self.credentials) || !self.source.startsWith('pvc://')",
             "credentials: a pvc:// source is mounted, not downloaded, so it takes none",
-            f"!has(self.sha256) || !({_CEL_DIRECTORY})",
+            f"!has(self.sha256) || !({_CEL_DIRECTORY} || "
+            f"self.format in {_cel_list(DIRECTORY_FORMATS)})",
             "sha256: checks one file, but the source is a directory",
             f"self.format != 'triton-repository' || self.source.startsWith('pvc://') || "
             f"{_CEL_DIRECTORY}",
@@ -122,8 +123,9 @@ class ModelSpec(Schema):
     sha256: Sha256 | None = Field(
         default=None,
         description=(
-            "Expected SHA-256 of the model file (64 hex digits): the download is checked, and a "
-            "cached file that matches is not downloaded again."
+            "Expected SHA-256 of the model file (64 hex digits): the download (or a pvc:// "
+            "file, in place) is checked, and a cached file that matches is not downloaded "
+            "again. A directory has none."
         ),
     )
     format: ModelFormat = Field(
@@ -190,7 +192,7 @@ def _source_problem(model: ModelSpec, source: ModelSource) -> str | None:
             "credentials: a pvc:// source is mounted, not downloaded, so it takes none",
         ),
         (
-            model.sha256 is not None and source.is_directory and copied,
+            model.sha256 is not None and _names_directory(model, source),
             "sha256: checks one file, but the source is a directory",
         ),
         (
@@ -206,6 +208,16 @@ def _source_problem(model: ModelSpec, source: ModelSource) -> str | None:
         (patterns and not (source.is_directory and copied), PATTERNS_NEED_DIRECTORY),
     )
     return next((message for failed, message in problems if failed), None)
+
+
+def _names_directory(model: ModelSpec, source: ModelSource) -> bool:
+    """True when the source is known to be a directory: a downloaded one by its form, a
+    pvc:// one (file or directory, used in place) when it ends in `/` or holds a Triton or a
+    Hugging Face repository. `longrun-fetch` refuses a sha256 for a pvc:// path that turns out
+    to be a directory."""
+    if source.scheme != "pvc":
+        return source.is_directory
+    return source.path.endswith("/") or model.format in DIRECTORY_FORMATS
 
 
 def _task_problem(model: ModelSpec) -> str | None:
@@ -240,5 +252,15 @@ class ModelRef(Schema):
         description=(
             "Namespace of the Model; default: the deployment's. Another namespace works only if "
             "that Model lists the deployment's namespace in spec.allowedNamespaces."
+        ),
+    )
+    generation: int | None = Field(
+        default=None,
+        ge=1,
+        description=(
+            "The Model generation this deployment accepts. A Model in another namespace is "
+            "pinned at the generation the deployment first accepted; a later change reaches the "
+            "deployment only when its owner sets this to the new generation "
+            "(status.acceptedModel shows which)."
         ),
     )

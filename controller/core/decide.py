@@ -74,13 +74,15 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     if uses.gave_up(obs.previous):  # its deployment never became Available: never starts
         return Decision((), obs.previous)
     writes: tuple[ChildWrite, ...] = ()
-    problem, pin, held = obs.problem, None, False
+    problem, pin, held, use = obs.problem, None, False, None
     if problem is None and obs.is_started:
         # Frozen, but for the two fields a user may change: suspend, and cancel (for good).
         writes = tuple(w for w in [suspend_write(obs, settings)] if w is not None)
+        use = uses.started_use(obs)
     elif problem is None and not obs.spec.cancel:  # cancelled before it started: nothing runs
         resolved = _resolve(obs, settings)
         pin = None if isinstance(resolved, Problem) else config_pin(obs)
+        use = uses.admitted_to(resolved, obs.config) if pin is None or pin.follow else None
         if isinstance(resolved, Problem):
             problem = resolved
         elif obs.answer is not None or (pin is not None and not pin.follow):
@@ -92,7 +94,8 @@ def _one_shot(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
             if not held:
                 pairs.append((builders.build_job(resolved, settings), obs.job))
             writes, problem = _child_writes(obs, pairs)
-    status = _pinned(one_shot_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
+    status = one_shot_status(obs, problem=problem, now=stamp)
+    status = _pinned(status.model_copy(update={"model_deployment": use}), obs, pin, now=stamp)
     status = with_queue(status, obs, settings, held=held, now=stamp)
     status = with_progress(status, obs, now=stamp)
     status, waiting = uses.waiting_status(
@@ -157,6 +160,7 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         resolved = None if isinstance(found, Problem) else found
         problem = found if isinstance(found, Problem) else None
     pin = config_pin(obs) if resolved is not None else None
+    use = uses.scheduled_use(obs, resolved or problem)
     if resolved is not None and obs.answer is not None:
         problem = obs.answer
     elif pin is not None and not pin.follow:
@@ -168,7 +172,8 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
         pairs = [(config_map, obs.config_map), (cron_job, obs.cron_job)]
         writes, problem = _child_writes(obs, pairs)
     stamp = now.replace(microsecond=0)
-    status = _pinned(scheduled_status(obs, problem=problem, now=stamp), obs, pin, now=stamp)
+    status = scheduled_status(obs, problem=problem, now=stamp)
+    status = _pinned(status.model_copy(update={"model_deployment": use}), obs, pin, now=stamp)
     status = with_progress(status, obs, now=stamp)
     waits = [_until_next(status, settings, now=now), progress_wait(status, obs, settings, now=now)]
     deletions: list[Delete[Kind]] = []

@@ -60,25 +60,27 @@ def _first_error(exc: ValidationError) -> str:
 
 
 def find_config(run: Obj, spec: InferenceRunSpec, lookup: ConfigLookup) -> Obj | Problem:
-    """The referenced config, or ConfigNotFound / ConfigNotAllowed."""
+    """The referenced config, or ConfigNotFound / ConfigNotAllowed. A config in another
+    namespace that does not allow the run's gets the same answer whether it exists or not:
+    nothing tells what another namespace holds."""
     run_ns = identity(run).namespace
     ref = spec.config_ref
     namespace = ref.namespace or run_ns
     config = lookup(namespace, ref.name)
+    allowed = ((config or {}).get("spec") or {}).get("allowedNamespaces") or []
+    if namespace != run_ns and (config is None or run_ns not in allowed):
+        return Problem(
+            "spec.configRef",
+            "ConfigNotAllowed",
+            f'InferenceConfig "{namespace}/{ref.name}" does not exist, or does not list '
+            f'namespace "{run_ns}" in spec.allowedNamespaces; the run starts when it does',
+        )
     if config is None:
         return Problem(
             "spec.configRef",
             "ConfigNotFound",
             f'InferenceConfig "{namespace}/{ref.name}" does not exist; create it and the run '
             "starts",
-        )
-    allowed = (config.get("spec") or {}).get("allowedNamespaces") or []
-    if namespace != run_ns and run_ns not in allowed:
-        return Problem(
-            "spec.configRef.namespace",
-            "ConfigNotAllowed",
-            f'InferenceConfig "{namespace}/{ref.name}" does not list namespace "{run_ns}" in '
-            "spec.allowedNamespaces",
         )
     return config
 

@@ -206,6 +206,7 @@ def lost_job_status(obs: Observed, *, now: datetime) -> InferenceRunStatus:
         message=message,
         observed_generation=obs.generation,
         conditions=cond.resolve(prev.conditions, wants, now=now, generation=obs.generation),
+        model_deployment=prev.model_deployment,
         config_map_name=prev.config_map_name,
         job_name=prev.job_name,
         start_time=prev.start_time,

@@ -29,7 +29,6 @@ from contracts.serving import ROTATE_KEYS_ANNOTATION
 from controller.core.ports import ApiError, EventType, Obj
 from controller.core.routing import (
     Generation,
-    config_of,
     generation_of,
     is_own_write,
     is_spec_change,
@@ -187,9 +186,8 @@ class KubeServing(CachedKinds):
                 for deployment in {old, new} - {None}:
                     self._enqueue(names.deployment_key(str(deployment)))
         elif kind == "InferenceRun":
-            use = RunUse(config_of(obj), uses.is_active(obj), uses.finished_at(obj))
-            deployment, changed = self.usage_index.set_run(key, use if present else None)
-            if deployment is not None and changed:
+            use = RunUse(uses.deployment_of(obj), uses.is_active(obj), uses.finished_at(obj))
+            for deployment in sorted(self.usage_index.set_run(key, use if present else None)):
                 self._enqueue(names.deployment_key(deployment), urgent=use.active and present)
 
     # -- life cycle ------------------------------------------------------------------

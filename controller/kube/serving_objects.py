@@ -81,10 +81,12 @@ def model_of(deployment: Obj) -> str | None:
 
 
 def run_facing(deployment: Obj | None) -> tuple[Any, ...]:
-    """The part of a deployment's status runs depend on (endpoint, Available, ...)."""
+    """What runs depend on: the deployment's status (endpoint, Available, ...) and which
+    namespaces it allows (a run of a namespace taken off the list is refused at once)."""
     status = (deployment or {}).get("status") or {}
     available = next(
         (c.get("status") for c in status.get("conditions") or [] if c.get("type") == "Available"),
         None,
     )
-    return (*(status.get(k) for k in RUN_FACING), available)
+    allowed = ((deployment or {}).get("spec") or {}).get("allowedNamespaces") or []
+    return (*(status.get(k) for k in RUN_FACING), available, tuple(allowed))

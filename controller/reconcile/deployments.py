@@ -301,12 +301,29 @@ def transition_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[An
     if keys and keys.get("version") != old_keys.get("version"):
         reason, text = KEY_EVENTS[str(keys.get("reason") or "Created")]
         events.append(("Normal", reason, text.format(secret=new.get("apiKeySecret"))))
+    events.extend(_model_change_events(old, new))
     phase, message = new.get("phase"), new.get("message") or ""
     if phase == "Failed" and (old.get("phase") != "Failed" or old.get("message") != message):
         events.append(("Warning", _progress_reason(new) or "Failed", message))
     elif phase != old.get("phase") and phase in ("Running", "Idle", "Updating"):
         events.append(("Normal", str(phase), f"{phase}: {new.get('readyText', '')} ready"))
     return events
+
+
+def _model_change_events(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[Any, str, str]]:
+    """A Warning when a pinned Model changed and the change waits for the owner (once per
+    new Model generation)."""
+    current, was = _condition(new, "ModelCurrent"), _condition(old, "ModelCurrent")
+    if current.get("status") != "False" or (
+        was.get("status") == "False" and was.get("message") == current.get("message")
+    ):
+        return []
+    return [("Warning", str(current.get("reason") or ""), str(current.get("message") or ""))]
+
+
+def _condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    found = (c for c in status.get("conditions") or [] if c.get("type") == type_)
+    return dict(next(found, None) or {})
 
 
 def _progress_reason(status: dict[str, Any]) -> str | None:

@@ -85,6 +85,13 @@ class Authenticator:
         with self._lock:
             self._tokens[token] = _Issued(identity, None)
 
+    def expire(self, token: str) -> None:
+        """Make an issued token expired now: what waiting out its expirationSeconds would do
+        (a real server's minimum is 10 minutes; e2e/tokens.py, for tests of expired tokens)."""
+        with self._lock:
+            issued = self._tokens[token]
+            self._tokens[token] = _Issued(issued.identity, self.clock.now(), issued.account)
+
     def authenticate(self, authorization: str | None) -> Identity:
         """The identity of a request's Authorization header; 401 for a token not issued here."""
         if not authorization:
@@ -97,6 +104,32 @@ class Authenticator:
         if issued is None or not self._valid(issued):
             raise unauthorized()
         return issued.identity
+
+    def token_review(self, body: Any) -> Obj:
+        """POST tokenreviews: who spec.token is (status.user), or why it is not accepted, in
+        kube-apiserver's words."""
+        spec = dict((body or {}).get("spec") or {}) if isinstance(body, dict) else {}
+        token = str(spec.get("token") or "").strip()
+        with self._lock:
+            issued = self._tokens.get(token) if token else None
+        status: Obj = {"user": {}, "error": "invalid bearer token"}
+        if issued is not None and self._valid(issued):
+            identity = issued.identity
+            user: Obj = {"username": identity.user, "groups": list(identity.groups)}
+            user.update({"uid": identity.uid} if identity.uid else {})
+            audiences = list(spec.get("audiences") or [ISSUER])
+            status = {"authenticated": True, "user": user, "audiences": audiences}
+        elif (
+            issued is not None and issued.expires is not None and self.clock.now() >= issued.expires
+        ):
+            status["error"] = "[invalid bearer token, service account token has expired]"
+        return {
+            "kind": "TokenReview",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
 
     def _valid(self, issued: _Issued) -> bool:
         if issued.expires is not None and self.clock.now() >= issued.expires:

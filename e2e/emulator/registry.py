@@ -250,6 +250,14 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(
         "authentication.k8s.io",
         "v1",
+        "tokenreviews",
+        "TokenReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
+    ResourceType(
+        "authentication.k8s.io",
+        "v1",
         "selfsubjectreviews",
         "SelfSubjectReview",
         namespaced=False,

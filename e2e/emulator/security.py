@@ -4,7 +4,7 @@ The HTTP server asks this object three things per request, in kube-apiserver's o
 the identity behind the Authorization header, whether RBAC allows the request (as the
 apiserver's RequestInfo describes it: verb, API group, resource/subresource, namespace,
 name — also the name a list or watch selects with `fieldSelector=metadata.name=<n>`), and
-it serves the requests that are not stored objects (TokenRequest, access reviews). Api
+it serves the requests that are not stored objects (TokenRequest, token and access reviews). Api
 writes call `admit` after their own validation, as validating admission plugins run after
 the object's validation: PodSecurity, and the immutable roleRef of bindings.
 """
@@ -28,6 +28,7 @@ Obj = dict[str, Any]
 REVIEWS = {"selfsubjectaccessreviews": "SelfSubjectAccessReview",
            "subjectaccessreviews": "SubjectAccessReview"}  # fmt: skip
 SELF_REVIEWS = ("selfsubjectreviews", "selfsubjectrulesreviews")
+TOKEN_REVIEWS = "tokenreviews"  # who a bearer token is (a webhook or the Batch API asks)
 
 
 class Security:
@@ -105,11 +106,13 @@ class Security:
             "serviceaccounts",
             "token",
         )
-        return token or route.rt.plural in (*REVIEWS, *SELF_REVIEWS)
+        return token or route.rt.plural in (*REVIEWS, *SELF_REVIEWS, TOKEN_REVIEWS)
 
     def serve(self, user: Identity, route: Route, body: Any) -> Obj:
         if route.rt.plural == "serviceaccounts":
             return self.authn.token_request(route.namespace, route.name, body)
+        if route.rt.plural == TOKEN_REVIEWS:
+            return self.authn.token_review(body)
         if route.rt.plural == "selfsubjectrulesreviews":  # kubectl auth can-i --list
             return rules_review(self.authorizer, user, body)
         if route.rt.plural == "selfsubjectreviews":  # kubectl auth whoami

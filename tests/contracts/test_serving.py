@@ -127,6 +127,14 @@ BAD_MODELS: list[tuple[dict[str, Any], str]] = [
         "sha256: checks one file, but the source is a directory",
     ),
     (
+        {"source": "pvc://c/repository", "format": "triton-repository", "sha256": SHA},
+        "sha256: checks one file, but the source is a directory",
+    ),
+    (
+        {"source": "pvc://c/models/", "format": "gguf", "sha256": SHA},
+        "sha256: checks one file, but the source is a directory",
+    ),
+    (
         {"source": "s3://models/r.onnx", "format": "triton-repository"},
         "source: format triton-repository needs a directory: s3://bucket/prefix/, hf://org/repo "
         "or pvc://claim/path",

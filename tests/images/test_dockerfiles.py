@@ -223,7 +223,14 @@ def test_controller_venv_has_the_cli_but_no_runners_and_no_pip(tmp_path: Path) -
     version = _console(venv, "longrun", "--version", tmp=tmp_path)
     assert version.returncode == 0 and version.stdout.startswith("longrun "), version.stderr
     python = venv / "bin" / "python"
-    wanted = ("controller.runtime.main", "local", "prometheus_client", "kubernetes")
+    wanted = (
+        "controller.runtime.main",
+        "local",
+        "prometheus_client",
+        "kubernetes",
+        "batchapi",
+        "boto3",
+    )
     assert _importable(python, *wanted, *PACKAGING, "runners") == list(wanted)
     (wheel,) = (tmp_path / "wheels").glob("longrun-*.whl")
     with zipfile.ZipFile(wheel) as built:

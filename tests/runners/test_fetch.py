@@ -269,6 +269,21 @@ def test_a_pvc_model_is_checked_in_place_or_copied(
     assert fetch.main(["pvc://models/nothing", str(copy)]) == 4
 
 
+def test_a_sha256_on_a_pvc_directory_is_refused_not_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "mnt"
+    (root / "models" / "repo" / "m" / "1").mkdir(parents=True)
+    (root / "models" / "repo" / "m" / "1" / "model.onnx").write_bytes(MODEL)
+    monkeypatch.setenv("LONGRUN_PVC_ROOT", str(root))
+    in_place = root / "models" / "repo"
+    assert fetch.main(["pvc://models/repo", str(in_place), "--sha256", SHA]) == 2
+    assert "--sha256 checks one file, but pvc://models/repo is a directory" in (
+        capsys.readouterr().err
+    )
+    assert fetch.main(["pvc://models/repo", str(in_place)]) == 0
+
+
 def test_bad_arguments_exit_2(tmp_path: Path) -> None:
     assert fetch.main(["ftp://host/model", str(tmp_path / "m")]) == 2
     assert fetch.main(["https://host/m", str(tmp_path / "m"), "--sha256", "xyz"]) == 2

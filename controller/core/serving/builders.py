@@ -32,15 +32,23 @@ REVISION_HISTORY = 3
 
 
 def build_deployment(
-    r: ServingResolved, settings: ServingSettings, *, replicas: int, keys_version: str | None
+    r: ServingResolved,
+    settings: ServingSettings,
+    *,
+    replicas: int,
+    keys_version: str | None,
+    revoke_old_keys: bool = False,
 ) -> Manifest:
     """The apps/v1 Deployment; its spec hash leaves `replicas` out (the scaler owns it).
-    `keys_version` (status.apiKeys.version) changes when new keys are made: the pods roll."""
+    `keys_version` (status.apiKeys.version) changes when new keys are made: the pods roll.
+    `revoke_old_keys` (keys.py) replaces the strategy by Recreate, which stops every pod
+    still accepting older keys."""
     name = r.owner.name
+    strategy = {"type": "Recreate"} if revoke_old_keys else rollout_strategy(r)
     spec: Manifest = {
         "replicas": replicas,
         "selector": {"matchLabels": names.selector_labels(name)},
-        "strategy": rollout_strategy(r),
+        "strategy": strategy,
         "progressDeadlineSeconds": r.spec.startup_timeout_seconds
         + settings.download_deadline_seconds,
         "revisionHistoryLimit": REVISION_HISTORY,

@@ -13,19 +13,22 @@ write's body. `entropy` is the only source of randomness, passed in so deciding 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from contracts.serving import ApiKeysStatus, ModelDeploymentStatus, RuntimeKind
+from controller.core import conditions as cond
+from controller.core.conditions import find
 from controller.core.decide import is_owned_by
 from controller.core.names import MANAGED_BY, MANAGER
 from controller.core.ports import Obj
-from controller.core.serving import builders, names, network
+from controller.core.serving import builders, names, network, uses
 from controller.core.serving.auth import Entropy
-from controller.core.serving.keys import plan_keys
+from controller.core.serving.keys import KeyPlan, plan_keys
 from controller.core.serving.meta import hash_of
 from controller.core.serving.observed import ServingObserved
+from controller.core.serving.pinning import CONDITION, ModelPin
 from controller.core.serving.resolve import ServingResolved, parse_spec, resolve_deployment
 from controller.core.serving.scaling import Scale, decide_scale, wanted_replicas
 from controller.core.serving.settings import ServingSettings
@@ -60,6 +63,7 @@ def decide_deployment(
     stamp = now.replace(microsecond=0)
     if obs.is_deleting:
         return ServingDecision((), terminating_status(obs))
+    obs = replace(obs, active_runs=uses.allowed_runs(obs.obj, obs.active_runs))
     spec = parse_spec(obs.obj)
     if isinstance(spec, Problem):
         return _refused(obs, settings, spec, runtime=None, now=stamp)
@@ -78,7 +82,7 @@ def decide_deployment(
         now=stamp,
     )
     keys = plan_keys(obs, resolved, entropy=entropy, now=stamp)
-    writes, deletions, problem = plan_children(obs, resolved, settings, scale, keys.version)
+    writes, deletions, problem = plan_children(obs, resolved, settings, scale, keys)
     writes = (*keys.writes, *writes) if problem is None else writes
     status = deployment_status(
         obs,
@@ -87,11 +91,37 @@ def decide_deployment(
         wanted=wanted_replicas(scale, current),
         idle_since=scale.idle_since if spec.is_on_demand else None,
         updating=_rolls_pods(writes),
+        revoking=keys.revoke_old,
         problem=problem,
         now=stamp,
     )
     status = status.model_copy(update={"api_keys": keys.keys if problem is None else _keys(obs)})
+    status = pinned(status, obs, resolved.pin, now=stamp)
     return ServingDecision(writes, status, deletions, scale.requeue_after)
+
+
+def pinned(
+    status: ModelDeploymentStatus, obs: ServingObserved, pin: ModelPin | None, *, now: datetime
+) -> ModelDeploymentStatus:
+    """The status with the accepted Model version and, for a pinned Model, ModelCurrent (an
+    inline model has neither)."""
+    wants = [pin.want] if pin is not None and pin.want is not None else []
+    kept = cond.resolve(obs.previous.conditions, wants, now=now, generation=obs.generation)
+    accepted = pin.accepted if pin is not None else None
+    return status.model_copy(
+        update={"accepted_model": accepted, "conditions": [*status.conditions, *kept]}
+    )
+
+
+def _kept_pin(status: ModelDeploymentStatus, obs: ServingObserved) -> ModelDeploymentStatus:
+    """A refused deployment keeps what it accepted, and says so as it did."""
+    previous = find(obs.previous.conditions, CONDITION)
+    return status.model_copy(
+        update={
+            "accepted_model": obs.previous.accepted_model,
+            "conditions": [*status.conditions, *([previous] if previous else [])],
+        }
+    )
 
 
 def _keys(obs: ServingObserved) -> ApiKeysStatus | None:
@@ -118,7 +148,8 @@ def _refused(
         runtime=runtime,
         now=now,
     )
-    return ServingDecision((), status.model_copy(update={"api_keys": _keys(obs)}))
+    status = _kept_pin(status.model_copy(update={"api_keys": _keys(obs)}), obs)
+    return ServingDecision((), status)
 
 
 def _replicas(deployment: Obj | None) -> int | None:
@@ -128,12 +159,12 @@ def _replicas(deployment: Obj | None) -> int | None:
 
 
 def desired_children(
-    r: ServingResolved, settings: ServingSettings, replicas: int, keys_version: str | None
+    r: ServingResolved, settings: ServingSettings, replicas: int, keys: KeyPlan
 ) -> list[tuple[ServingKind, Obj | None]]:
     """Every child but the key Secret, in write order (None: not wanted)."""
     config_map = builders.build_auth_config_map(r) if r.has_sidecar else None
     deployment = builders.build_deployment(
-        r, settings, replicas=replicas, keys_version=keys_version
+        r, settings, replicas=replicas, keys_version=keys.version, revoke_old_keys=keys.revoke_old
     )
     return [
         ("ConfigMap", config_map),
@@ -152,7 +183,7 @@ def plan_children(
     r: ServingResolved,
     settings: ServingSettings,
     scale: Scale,
-    keys_version: str | None,
+    keys: KeyPlan,
 ) -> tuple[tuple[Write, ...], tuple[Delete[ServingKind], ...], Problem | None]:
     """Writes and deletions that converge the children; a child not ours stops the writes."""
     current = _current(obs)
@@ -160,7 +191,7 @@ def plan_children(
     writes: list[Write] = []
     deletions: list[Delete[ServingKind]] = []
     problem: Problem | None = None
-    for kind, desired in desired_children(r, settings, replicas or 0, keys_version):
+    for kind, desired in desired_children(r, settings, replicas or 0, keys):
         if problem is not None:
             break
         have = current[kind]

@@ -24,16 +24,19 @@ nginx read them at start). `entropy` is the only randomness, so deciding stays p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from contracts.serving import ApiKeysStatus
-from contracts.serving.deployment import KeysReason
+from contracts.serving.deployment_status import KeysReason
+from controller.core.ports import Obj
 from controller.core.serving import auth, builders, names
 from controller.core.serving.auth import Entropy
 from controller.core.serving.observed import ServingObserved
 from controller.core.serving.pods import may_lack_secret
 from controller.core.serving.resolve import ServingResolved
+from controller.core.serving.status import rollout_of
 from controller.core.serving.writes import Write
 from controller.core.writes import Create, Patch
 
@@ -42,11 +45,13 @@ VERSION_BYTES = 8
 
 @dataclass(frozen=True)
 class KeyPlan:
-    """The Secret write (if any), the keys status after it, and the pods' keys version."""
+    """The Secret write (if any), the keys status after it, the pods' keys version, and
+    whether the pods still accepting older keys must be stopped now (`revokes_old_keys`)."""
 
     writes: tuple[Write, ...]
     keys: ApiKeysStatus | None
     version: str | None  # None: auth is off
+    revoke_old: bool = False
 
 
 def plan_keys(
@@ -59,7 +64,7 @@ def plan_keys(
     reason = new_keys_reason(obs, r, have)
     if reason is None:
         assert have is not None
-        return KeyPlan((), have, have.version)
+        return KeyPlan((), have, have.version, revokes_old_keys(obs, r, have.version))
     count = r.spec.auth.key_count
     made = ApiKeysStatus(
         version=entropy(VERSION_BYTES).hex(),
@@ -113,3 +118,36 @@ def owner_tested_replace(body: dict[str, object], uid: str) -> list[dict[str, ob
         {"op": "add", "path": "/metadata/annotations", "value": metadata["annotations"]},
         {"op": "add", "path": "/data", "value": body["data"]},
     ]
+
+
+def serves_old_keys(pods: Sequence[Obj], version: str) -> bool:
+    """True while a server pod that is not being stopped was started with keys older than
+    `version` (its `longrun.dev/api-keys-version`): llama.cpp and nginx read the keys at
+    start, so it still accepts them."""
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        had = (meta.get("annotations") or {}).get(names.KEYS_VERSION_ANNOTATION)
+        stopped = meta.get("deletionTimestamp") or status.get("phase") in ("Succeeded", "Failed")
+        if had and had != version and not stopped:
+            return True
+    return False
+
+
+def revokes_old_keys(obs: ServingObserved, r: ServingResolved, version: str) -> bool:
+    """Whether the window in which old keys still work must end now.
+
+    New keys are in the Secret at once, but the pods started before accept the old ones
+    until the rollout has replaced them: the window is the rollout. If the rollout stops
+    (the Deployment's progress deadline passed, ProgressDeadlineExceeded) with such pods
+    left, the window would never end; then the Deployment is switched to `Recreate`, which
+    stops every old pod at once (nothing serves until new pods are ready), and back to its
+    own strategy once they are gone. Once switched, it stays so while they serve: the
+    Deployment's new generation reads as a rollout under way until its controller saw it.
+    A deployment whose own strategy is Recreate stops its old pods itself."""
+    deployment = obs.children.deployment
+    if deployment is None or not serves_old_keys(obs.children.pods, version):
+        return False
+    if builders.rollout_strategy(r)["type"] == "Recreate":
+        return False
+    switched = ((deployment.get("spec") or {}).get("strategy") or {}).get("type") == "Recreate"
+    return switched or rollout_of(deployment).deadline_exceeded

@@ -42,10 +42,11 @@ class ServingChildren:
 class ServingObserved:
     """One reconcile's view of a ModelDeployment.
 
-    `active_runs` are the `namespace/name` keys of the runs that use the deployment now
-    (started, not finished); `last_run_finished` is when the latest of them ended, if the
-    observer knows. `answer` is what the API server answered to a child write, when only
-    the user can fix it (a refusal, a name taken). `secret_answer` is what a write of the
+    `active_runs` are the `namespace/name` keys of the runs admitted to the deployment that
+    use it now (uses.py: waiting for it or running, not refused, not finished);
+    `last_run_finished` is when the latest of them ended, if the observer knows. `answer`
+    is what the API server answered to a child write, when only the user can fix it (a
+    refusal, a name taken). `secret_answer` is what a write of the
     key Secret told this pass: it exists (AlreadyExists) or is missing (404 on a patch).
     """
 

@@ -56,7 +56,7 @@ class ServingCluster(Protocol):
         ...
 
     def usage(self, namespace: str, name: str) -> Usage:
-        """The runs whose config's model.deploymentRef names this deployment."""
+        """The runs admitted to this deployment (status.modelDeployment) that use it now."""
         ...
 
     def read(self, kind: ReadKind, namespace: str, name: str) -> Obj | None:

@@ -1,13 +1,16 @@
 """Find a deployment's model and decide whether the pair may be served: every user error.
 
 The order of checks is the order a person fixes things in: the deployment's own spec,
-the Model reference (missing, or in a namespace that does not allow this deployment),
-the Model, whether the runtime can serve it, then the controller's allow-lists. Each
-failure is a `Problem` that the status reports; none is retried until something changes.
+the Model reference (missing, or in a namespace that does not allow this deployment: one
+answer for both, so nothing tells what another namespace holds), the Model version the
+deployment accepted (pinning.py), the Model, whether the runtime can serve it, then the
+controller's allow-lists. Each failure is a `Problem` that the status reports; none is
+retried until something changes.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -17,11 +20,13 @@ from contracts.serving import (
     ModelDeploymentSpec,
     ModelSpec,
     format_problem,
+    parse_source,
 )
 from controller.core.builders import ObjectIdentity
 from controller.core.ports import Obj
 from controller.core.resolve import identity
 from controller.core.serving.layout import ModelLayout, model_layout
+from controller.core.serving.pinning import ModelPin, model_pin
 from controller.core.serving.placement import gpu_resource
 from controller.core.serving.policy import deployment_problems
 from controller.core.serving.runtimes import (
@@ -44,6 +49,7 @@ class ServingResolved:
     rotation: str  # the rotate annotation's value ("" before any rotation)
     layout: ModelLayout
     plan: RuntimePlan
+    pin: ModelPin | None = None  # a modelRef's: which Model version is served (pinning.py)
     gpu_resource: str = GPU_RESOURCE  # the extended resource `resources.gpu` counts
     metrics: bool = False  # the sidecar serves the runtime's metrics (SERVING_METRICS)
 
@@ -80,34 +86,85 @@ def model_namespace(obj: Obj, spec: ModelDeploymentSpec) -> str:
     return (spec.model_ref.namespace if spec.model_ref else None) or own
 
 
-def find_model(
-    obj: Obj, spec: ModelDeploymentSpec, model: Obj | None
-) -> tuple[ModelSpec, str] | Problem:
-    """The model spec and its name: inline, or the referenced Model if it may be used."""
+@dataclass(frozen=True)
+class FoundModel:
+    """The model spec to serve, the name it is served by default, and the pin (modelRef)."""
+
+    spec: ModelSpec
+    name: str
+    pin: ModelPin | None = None
+
+
+def find_model(obj: Obj, spec: ModelDeploymentSpec, model: Obj | None) -> FoundModel | Problem:
+    """The model spec to serve: inline, or the referenced Model if it may be used, at the
+    generation the deployment accepted (pinning.py)."""
     if spec.model is not None:
-        return spec.model, identity(obj).name
-    assert spec.model_ref is not None  # one of the two, by the spec's validator
-    own, name = identity(obj).namespace, spec.model_ref.name
-    where = f"{model_namespace(obj, spec)}/{name}"
+        return FoundModel(spec.model, identity(obj).name)
+    ref = spec.model_ref
+    assert ref is not None  # one of the two, by the spec's validator
+    own, namespace = identity(obj).namespace, model_namespace(obj, spec)
+    where = f"{namespace}/{ref.name}"
+    if model is not None and (model.get("metadata") or {}).get("deletionTimestamp"):
+        model = None
+    if namespace != own and not _allows(model, own):
+        # The same answer whether it exists or not: nothing about another namespace leaks.
+        message = (
+            f'Model "{where}" does not exist, or does not list namespace "{own}" in '
+            "spec.allowedNamespaces; the deployment starts when it does"
+        )
+        return Problem("spec.modelRef", "ModelNotAllowed", message)
     if model is None:
         message = f'Model "{where}" does not exist; create it and the deployment starts'
         return Problem("spec.modelRef", "ModelNotFound", message)
+    pin = model_pin(obj, ref, model)
+    if pin.spec is None:
+        assert pin.problem is not None
+        return pin.problem
+    model_spec = _parse_model(pin, where=where, foreign=namespace != own)
+    if isinstance(model_spec, Problem):
+        return model_spec
+    if namespace != own and (problem := _foreign_model_problem(model_spec, where, own)):
+        return problem
+    return FoundModel(model_spec, ref.name, pin)
+
+
+def _allows(model: Obj | None, namespace: str) -> bool:
+    # Read as the API server stored it: a Model this namespace may not use is not parsed.
+    allowed = ((model or {}).get("spec") or {}).get("allowedNamespaces") or []
+    return model is not None and isinstance(allowed, list) and namespace in allowed
+
+
+def _parse_model(pin: ModelPin, *, where: str, foreign: bool) -> ModelSpec | Problem:
+    """The spec the pin renders from, validated. Another namespace's Model is not quoted:
+    its source may be what its owner keeps to themselves, and they see the reason in the
+    Model's own status."""
     try:
-        model_spec = ModelSpec.model_validate(model.get("spec") or {})
+        return ModelSpec.model_validate(pin.spec or {})
     except ValidationError as exc:
-        return Problem("spec.modelRef", "InvalidModel", f'Model "{where}": {first_error(exc)}')
-    if model_namespace(obj, spec) != own:
-        problem = _foreign_model_problem(model_spec, where=where, own=own)
-        if problem is not None:
-            return problem
-    return model_spec, name
+        error = first_error(exc)
+        if not pin.follows:
+            message = (
+                f'the version of Model "{where}" this deployment accepted no longer passes '
+                f"validation ({error}); accept the current one with spec.modelRef.generation"
+            )
+        elif foreign:
+            message = (
+                f'Model "{where}" is invalid ({_field_of(error)}); its owner sees why in the '
+                "Model's status"
+            )
+        else:
+            message = f'Model "{where}": {error}'
+        return Problem("spec.modelRef", "InvalidModel", message)
 
 
-def _foreign_model_problem(model: ModelSpec, *, where: str, own: str) -> Problem | None:
+def _field_of(error: str) -> str:
+    """The field a `field: message` error names, without the message."""
+    field = error.split(":", 1)[0]
+    return f"spec.{field}" if re.fullmatch(r"[A-Za-z0-9_.]+", field) else "spec"
+
+
+def _foreign_model_problem(model: ModelSpec, where: str, own: str) -> Problem | None:
     field = "spec.modelRef.namespace"
-    if own not in model.allowed_namespaces:
-        message = f'Model "{where}" does not list namespace "{own}" in spec.allowedNamespaces'
-        return Problem(field, "ModelNotAllowed", message)
     if model.credentials is not None:
         return Problem(
             field,
@@ -115,6 +172,16 @@ def _foreign_model_problem(model: ModelSpec, *, where: str, own: str) -> Problem
             f'Model "{where}" downloads with the Secret "{model.credentials.name}" of its own '
             f'namespace, and a deployment only reads Secrets in "{own}": define the Model in '
             f'namespace "{own}"',
+        )
+    source = parse_source(model.source)
+    if source.scheme == "pvc":
+        return Problem(
+            field,
+            "ClaimInOtherNamespace",
+            f'Model "{where}" reads a PersistentVolumeClaim (pvc://), and a deployment mounts '
+            f'claims of its own namespace only: it would name a claim of "{own}", not of the '
+            f'Model\'s namespace. Define the Model in namespace "{own}", or use a source that is '
+            "downloaded (s3://, https://, hf://)",
         )
     return None
 
@@ -126,7 +193,7 @@ def resolve_deployment(
     found = find_model(obj, spec, model)
     if isinstance(found, Problem):
         return found
-    model_spec, model_name = found
+    model_spec, model_name = found.spec, found.name
     if problem := format_problem(spec.runtime.kind, model_spec.format, model_spec.resolved_task()):
         return Problem("spec.runtime", "ModelIncompatible", f'Model "{model_name}": {problem}')
     served = spec.served_name or model_name
@@ -151,6 +218,7 @@ def resolve_deployment(
         rotation,
         layout,
         plan,
+        found.pin,
         gpu_resource=gpu_resource(spec, settings),
         metrics=settings.metrics and plan.metrics_port is not None,
     )

@@ -82,8 +82,21 @@ class Verdict:
     message: str | None = None
 
 
+OLD_KEYS_REVOKED = (
+    "the rollout after new API keys made no progress before its deadline "
+    "(ProgressDeadlineExceeded), and pods started before still accepted the old keys: they "
+    "are being stopped (the Deployment's strategy is Recreate until they are gone), so the old "
+    "keys no longer work, and nothing serves until new pods are ready"
+)
+
+
 def verdict(
-    obs: ServingObserved, *, wanted: int, updating: bool, problem: Problem | None
+    obs: ServingObserved,
+    *,
+    wanted: int,
+    updating: bool,
+    problem: Problem | None,
+    revoking: bool = False,
 ) -> Verdict:
     """The phase of a deployment whose spec resolved (or failed with `problem`)."""
     dep = obs.children.deployment
@@ -93,6 +106,8 @@ def verdict(
         return Verdict("Pending", "Creating")
     roll = rollout_of(dep)
     issue = pod_issue(obs.children.pods)
+    if revoking:  # after a stuck rollout (keys.py): the old pods are being stopped
+        return Verdict("Failed", "OldKeysRevoked", _join(OLD_KEYS_REVOKED, issue))
     if roll.deadline_exceeded:
         said = "the rollout made no progress before its deadline (ProgressDeadlineExceeded)"
         return Verdict("Failed", "ProgressDeadlineExceeded", _join(said, issue))
@@ -140,6 +155,7 @@ def deployment_status(
     wanted: int,
     idle_since: datetime | None,
     updating: bool = False,
+    revoking: bool = False,
     problem: Problem | None = None,
     runtime: RuntimeKind | None = None,
     now: datetime,
@@ -147,7 +163,7 @@ def deployment_status(
     """The whole status of a deployment; `resolved` is None when its spec or model failed."""
     dep = obs.children.deployment
     ready = rollout_of(dep).ready if dep is not None else 0
-    v = verdict(obs, wanted=wanted, updating=updating, problem=problem)
+    v = verdict(obs, wanted=wanted, updating=updating, problem=problem, revoking=revoking)
     download = download_state(obs.children.pods)
     cached = resolved is not None and (not resolved.layout.fetch_args or download == "done")
     conditions = wants(

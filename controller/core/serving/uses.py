@@ -9,7 +9,12 @@ Available, and fails when its `timeoutSeconds` pass first; a scheduled run needs
 endpoint to make its CronJob (an on-demand deployment is scaled up while an execution
 runs, and the runner's retries cover its start).
 
-Deployment side: which runs use a deployment now (`is_active`), for on-demand scaling.
+Deployment side: which runs use a deployment now, for on-demand scaling. A run counts only
+while it is admitted and live: its reconcile records the ModelDeployment it was admitted to
+in `status.modelDeployment` (`admitted_to`: the deployment allows the run's namespace), and
+`is_active` says whether it runs or waits for it now; the deployment counts only the runs
+of namespaces it allows at that moment (`allowed_runs`). So a refused run never scales
+another namespace's deployment, and never shows in its `status.activeRuns`.
 
 Namespaces, as for configs (controller/core/pinning.py, docs/security.md): the
 deploymentRef resolves in the config's namespace by default; a deployment in another
@@ -21,6 +26,7 @@ so a change of it in a shared config waits for the run's owner like any config c
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -36,13 +42,17 @@ from controller.core import conditions as cond
 from controller.core.conditions import find
 from controller.core.fleets.uses import as_deployment_status
 from controller.core.jobs import parse_time
+from controller.core.pinning import config_pin
 from controller.core.ports import Obj
+from controller.core.status import Observed
 from controller.core.validation import Problem
 
 # Reasons a run waits for, until its timeout (the others are user errors: they wait for a fix).
-WAIT_REASONS = frozenset({"DeploymentNotFound", "DeploymentNotAvailable"})
+WAIT_REASONS = frozenset({"DeploymentNotFound", "DeploymentNotAllowed", "DeploymentNotAvailable"})
 # Queued (Kueue holds the Job): its deployment stays up, so the run finds it serving when admitted.
 ACTIVE_PHASES = frozenset({"Pending", "Queued", "Running"})
+# A run refused for one of these was allowed to use the deployment: it waits for it to be up.
+ADMITTED_REASONS = frozenset({"DeploymentNotAvailable"})
 
 
 @dataclass(frozen=True)
@@ -76,19 +86,77 @@ def target_of(config: Obj) -> Target | None:
     return Target(str(namespace), str(ref["name"]), str(ref.get("kind") or "ModelDeployment"))
 
 
+def deployment_of(run: Obj) -> str | None:
+    """The deployment (`namespace/name`) a run was admitted to use (`status.modelDeployment`)."""
+    value = (run.get("status") or {}).get("modelDeployment")
+    return str(value) if value else None
+
+
 def is_active(run: Obj) -> bool:
-    """True while a run uses its deployment: a one-shot run not finished (a new run too), a
-    scheduled run while one of its executions runs."""
-    if _meta(run).get("deletionTimestamp"):
+    """True while a run uses the deployment it was admitted to: a one-shot run not finished,
+    suspended or cancelled (queued counts: the deployment stays up for it), a scheduled run
+    while one of its executions runs.
+
+    Only an admitted run counts (`status.modelDeployment`, set by the run's reconcile once
+    the deployment allows the run's namespace): a new run not yet looked at, a refused run
+    (DeploymentNotAllowed, ConfigNotAllowed, an invalid config, a config change not accepted,
+    ...) and a run being deleted never scale a deployment."""
+    if _meta(run).get("deletionTimestamp") or deployment_of(run) is None:
         return False
-    status = run.get("status") or {}
-    phase = status.get("phase")
-    if not phase or phase in ACTIVE_PHASES:
-        return True
-    if phase in ("Scheduled", "Suspended"):
+    spec, status = run.get("spec") or {}, run.get("status") or {}
+    if spec.get("schedule"):
         conditions = status.get("conditions") or []
         return any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
-    return False
+    if spec.get("cancel") or spec.get("suspend"):
+        return False
+    return status.get("phase") in ACTIVE_PHASES
+
+
+def admitted_to(found: object, config: Obj | None) -> str | None:
+    """The ModelDeployment a run's resolve (`Resolved` or `Problem`) admitted it to: its
+    config's deploymentRef once the deployment allows the run, Available or not yet (the wait
+    that scales an on-demand deployment up). None for a refusal, a config that calls a URL or
+    an InferenceModel (external hosts: nothing to scale)."""
+    target = target_of(config) if config is not None else None
+    if target is None or target.kind != "ModelDeployment":
+        return None
+    if isinstance(found, Problem) and found.reason not in ADMITTED_REASONS:
+        return None
+    return target.key
+
+
+def scheduled_use(obs: Observed, found: object) -> str | None:
+    """The deployment a scheduled run uses: the one the config version its CronJob runs
+    admitted it to (while a change of a shared config waits, the accepted version's)."""
+    if obs.problem is not None or obs.config is None:
+        return None
+    if obs.cron_job is not None and not config_pin(obs).follow:
+        return obs.previous.model_deployment
+    return admitted_to(found, obs.config)
+
+
+def started_use(obs: Observed) -> str | None:
+    """The deployment a started one-shot run uses: the one it was admitted to. A run started
+    before runs recorded it (status.modelDeployment) counts for its config's deploymentRef
+    if the config is still the version the run accepted."""
+    previous = obs.previous
+    if previous.model_deployment is not None or obs.config is None:
+        return previous.model_deployment
+    meta, accepted = obs.config.get("metadata") or {}, previous.accepted_config
+    unchanged = accepted is not None and (accepted.uid, accepted.generation) == (
+        meta.get("uid"),
+        meta.get("generation"),
+    )
+    return admitted_to(None, obs.config) if unchanged else None
+
+
+def allowed_runs(deployment: Obj, runs: Iterable[str]) -> tuple[str, ...]:
+    """Of the runs (`namespace/name`) that use a deployment, those whose namespace it allows
+    now (its own, or one of spec.allowedNamespaces as stored): a namespace taken off the list
+    stops counting at once, before its runs are looked at again."""
+    own = _meta(deployment).get("namespace")
+    allowed = (deployment.get("spec") or {}).get("allowedNamespaces") or []
+    return tuple(r for r in runs if r.partition("/")[0] == own or r.partition("/")[0] in allowed)
 
 
 def finished_at(run: Obj) -> datetime | None:
@@ -115,7 +183,8 @@ def with_deployment(
     status = _check(target, deployment, block, run_namespace=run_namespace)
     if isinstance(status, Problem):
         return status
-    problem = _availability(target, status, require_available=not scheduled)
+    foreign = target.namespace != run_namespace
+    problem = _availability(target, status, require_available=not scheduled, foreign=foreign)
     if problem is not None:
         return problem
     assert status.endpoint and status.protocol and status.model_name
@@ -157,7 +226,17 @@ def _check(
     target: Target, deployment: Obj | None, block: ModelBlock, *, run_namespace: str
 ) -> ModelDeploymentStatus | Problem:
     where = f'{target.kind} "{target.key}"'
-    if deployment is None or _meta(deployment).get("deletionTimestamp"):
+    if deployment is not None and _meta(deployment).get("deletionTimestamp"):
+        deployment = None
+    foreign = target.namespace != run_namespace
+    if foreign and not _allows(deployment, run_namespace):
+        # The same answer whether it exists or not: nothing about another namespace leaks.
+        message = (
+            f'{where} does not exist, or does not list namespace "{run_namespace}" in '
+            "spec.allowedNamespaces; the run starts when it does"
+        )
+        return Problem("spec.model.deploymentRef", "DeploymentNotAllowed", message)
+    if deployment is None:
         message = f"{where} does not exist; create it and the run starts"
         return Problem("spec.model.deploymentRef", "DeploymentNotFound", message)
     try:
@@ -169,13 +248,8 @@ def _check(
     except ValidationError:
         message = f"{where} has a status longrun cannot read; the run starts when it is Available"
         return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
-    if target.namespace == run_namespace:
+    if not foreign:
         return status
-    # Read as the API server stored it (a spec the controller refuses is not Available anyway).
-    allowed = (deployment.get("spec") or {}).get("allowedNamespaces") or []
-    if run_namespace not in allowed:
-        message = f'{where} does not list namespace "{run_namespace}" in spec.allowedNamespaces'
-        return Problem("spec.model.deploymentRef.namespace", "DeploymentNotAllowed", message)
     if status.api_key_secret and block.auth is None:
         message = (
             f'{where} keeps its API key in Secret "{status.api_key_secret}" of namespace '
@@ -186,8 +260,14 @@ def _check(
     return status
 
 
+def _allows(deployment: Obj | None, namespace: str) -> bool:
+    # Read as the API server stored it (a spec the controller refuses is not Available anyway).
+    allowed = ((deployment or {}).get("spec") or {}).get("allowedNamespaces") or []
+    return deployment is not None and isinstance(allowed, list) and namespace in allowed
+
+
 def _availability(
-    target: Target, status: ModelDeploymentStatus, *, require_available: bool
+    target: Target, status: ModelDeploymentStatus, *, require_available: bool, foreign: bool
 ) -> Problem | None:
     known = bool(status.endpoint and status.protocol and status.model_name)
     available = find(status.conditions, "Available")
@@ -195,7 +275,8 @@ def _availability(
     if known and (is_up or not require_available):
         return None
     phase = status.phase or "not reconciled yet"
-    said = f"{phase}: {status.message}" if status.message else phase
+    # Another namespace's status message is its owner's (it may name their Model's source).
+    said = f"{phase}: {status.message}" if status.message and not foreign else phase
     message = (
         f'waiting for {target.kind} "{target.key}" to become Available ({said}); the run '
         "starts when it is, or fails when spec.timeoutSeconds pass first"

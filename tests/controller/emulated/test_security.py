@@ -207,7 +207,8 @@ def test_shared_config_cannot_take_over_the_namespaces_that_use_it(env: Env) -> 
     )
     assert current["reason"] == "ConfigChangeNotAccepted"
     assert _cron_image(env) == image  # still what team-b accepted
-    assert "ConfigChangeNotAccepted" in [e.get("reason") for e in env.events()]
+    # Events are posted by a background thread: wait for it.
+    eventually(lambda: "ConfigChangeNotAccepted" in [e.get("reason") for e in env.events()])
     # team-b reviews the change and accepts it by editing its own run.
     generation = env.custom.get_namespaced_custom_object(
         GROUP, VERSION, team_a, "inferenceconfigs", "shared"

@@ -451,7 +451,7 @@ def test_a_preempted_run_keeps_its_counts_without_a_rate() -> None:
 
 
 def test_a_queued_run_keeps_the_deployment_it_uses_up() -> None:
-    assert uses.is_active({"status": {"phase": "Queued"}})
+    assert uses.is_active({"status": {"phase": "Queued", "modelDeployment": "team/qwen"}})
 
 
 def test_a_scheduled_execution_kueue_holds_is_pending_not_running() -> None:

@@ -112,6 +112,27 @@ def test_config_in_another_namespace_needs_allowed_namespaces(cluster: FakeClust
     assert cluster.get("Job", NS, "run") is not None
 
 
+def test_a_config_of_another_namespace_answers_the_same_missing_or_not_allowing(
+    cluster: FakeCluster,
+) -> None:
+    cluster.put("InferenceRun", run(configRef={"name": "cfg", "namespace": "shared"}))
+    reconciler(cluster).reconcile(f"{NS}/run")
+    missing = cluster.get("InferenceRun", NS, "run")["status"]["conditions"][0]  # type: ignore[index]
+    other = config()
+    other["metadata"]["namespace"] = "shared"
+    cluster.put("InferenceConfig", other)
+    reconciler(cluster).reconcile(f"{NS}/run")
+    not_allowing = cluster.get("InferenceRun", NS, "run")["status"]["conditions"][0]  # type: ignore[index]
+    said = {(c["reason"], c["message"]) for c in (missing, not_allowing)}
+    assert said == {
+        (
+            "ConfigNotAllowed",
+            'spec.configRef: InferenceConfig "shared/cfg" does not exist, or does not list '
+            f'namespace "{NS}" in spec.allowedNamespaces; the run starts when it does',
+        )
+    }
+
+
 def test_service_account_must_be_allowed(cluster: FakeCluster) -> None:
     cluster.put("InferenceConfig", config(pod={"serviceAccountName": "admin"}))
     cluster.put("InferenceRun", run())

@@ -204,9 +204,12 @@ def test_a_model_in_another_namespace_needs_to_allow_ours() -> None:
     obj = deployment(model=None, modelRef={"name": "chat-model", "namespace": "shared"})
     refused = decide(obj, model=model_object(namespace="shared")).status
     assert refused.message == (
-        'spec.modelRef.namespace: Model "shared/chat-model" does not list namespace "team" in '
-        "spec.allowedNamespaces"
+        'spec.modelRef: Model "shared/chat-model" does not exist, or does not list namespace '
+        '"team" in spec.allowedNamespaces; the deployment starts when it does'
     )
+    # Whether it exists or not is none of this namespace's business: the same answer.
+    missing = decide(obj, model=None).status
+    assert (missing.message, reason(missing)) == (refused.message, reason(refused))
     allowed = decide(obj, model=model_object(namespace="shared", allowedNamespaces=["team"]))
     assert allowed.status.phase == "Pending" and allowed.writes
 

@@ -68,6 +68,16 @@ def test_scales_up_to_replicas_while_a_run_uses_it() -> None:
     assert decision.status.phase == "Deploying"
 
 
+def test_runs_of_a_namespace_it_does_not_allow_scale_nothing_and_are_not_listed() -> None:
+    obj = on_demand(allowedNamespaces=["team-c"])
+    decision = decide(obj, children=running(obj, 0), active_runs=["tenant-a/hog"])
+    assert replicas_patch(decision) is None  # stays at 0
+    assert decision.status.active_runs == [] and decision.status.replicas == 0
+    decision = decide(obj, children=running(obj, 0), active_runs=["tenant-a/hog", "team-c/ok"])
+    assert replicas_patch(decision) == 2
+    assert decision.status.active_runs == ["team-c/ok"]
+
+
 def test_stays_up_for_the_delay_after_the_last_run_and_says_when_to_look_again() -> None:
     obj = on_demand()
     finished = NOW - timedelta(seconds=60)

@@ -191,6 +191,61 @@ def test_a_deployment_in_another_namespace_must_allow_the_run() -> None:
     assert ok.model.auth.secret_ref.name == "my-copy"  # type: ignore[union-attr]
 
 
+def test_another_namespace_learns_nothing_of_a_deployment_that_does_not_allow_it() -> None:
+    cfg = config()
+    cfg["spec"]["model"]["deploymentRef"]["namespace"] = "models"
+    unreadable = deployment("models", status={"phase": 7})
+    answers = {
+        name: uses.with_deployment(_spec(cfg), cfg, dep, run_namespace="team", scheduled=False)
+        for name, dep in {
+            "missing": None,
+            "not allowing": deployment("models"),
+            "not allowing, unreadable status": unreadable,
+            "not allowing, failed": deployment("models", status={"phase": "Failed"}),
+        }.items()
+    }
+    said = {(p.reason, p.field, p.message) for p in answers.values()}  # type: ignore[union-attr]
+    assert said == {
+        (
+            "DeploymentNotAllowed",
+            "spec.model.deploymentRef",
+            'ModelDeployment "models/qwen" does not exist, or does not list namespace "team" in '
+            "spec.allowedNamespaces; the run starts when it does",
+        )
+    }
+
+
+def test_a_run_waiting_for_another_namespaces_deployment_is_told_its_phase_only() -> None:
+    failed = {
+        **AVAILABLE,
+        "phase": "Failed",
+        "conditions": [],
+        "message": "download of s3://team-internal/iris.joblib failed",
+    }
+    dep = deployment("models", status=failed, allowedNamespaces=["team"])
+    found = uses.with_deployment(
+        _spec(foreign_config()), foreign_config(), dep, run_namespace="team", scheduled=False
+    )
+    assert getattr(found, "reason", None) == "DeploymentNotAvailable"
+    assert "team-internal" not in found.message  # type: ignore[union-attr]
+    assert 'ModelDeployment "models/qwen" to become Available (Failed)' in (
+        found.message  # type: ignore[union-attr]
+    )
+
+
+def test_a_run_waits_until_its_timeout_for_another_namespaces_deployment_to_allow_it() -> None:
+    cfg = config()
+    cfg["spec"]["model"]["deploymentRef"]["namespace"] = "models"
+    obs = observed(run(timeoutSeconds=120), cfg, deployment("models"))
+    early = decide(obs, Settings(), now=NOW)
+    assert early.status.phase == "Pending" and early.writes == ()
+    late = decide(obs, Settings(), now=NOW + timedelta(seconds=61))
+    assert late.status.phase == "Failed"
+    assert late.status.message is not None and "gave up after spec.timeoutSeconds" in (
+        late.status.message
+    )
+
+
 def _spec(cfg: dict[str, Any]) -> InferenceConfigSpec:
     return InferenceConfigSpec.model_validate(cfg["spec"])
 
@@ -201,16 +256,131 @@ def test_a_config_names_its_deployment_in_its_own_namespace_by_default() -> None
     assert uses.target_of({"metadata": {}, "spec": {"model": {"url": "http://x"}}}) is None
 
 
-def test_runs_that_use_a_deployment_now() -> None:
-    assert uses.is_active({"metadata": {}, "status": {}})  # new: about to wait for it
-    assert uses.is_active({"metadata": {}, "status": {"phase": "Pending"}})
-    assert uses.is_active({"metadata": {}, "status": {"phase": "Running"}})
-    assert not uses.is_active({"metadata": {}, "status": {"phase": "Succeeded"}})
-    executing = {"phase": "Scheduled", "conditions": [{"type": "Running", "status": "True"}]}
-    assert uses.is_active({"metadata": {}, "status": executing})
-    assert not uses.is_active({"metadata": {}, "status": {"phase": "Scheduled"}})
-    deleting = {"deletionTimestamp": "2026-03-01T00:00:00Z"}
-    assert not uses.is_active({"metadata": deleting, "status": {"phase": "Running"}})
+def with_status(obj: dict[str, Any], **status: Any) -> dict[str, Any]:
+    return {**obj, "status": {"modelDeployment": "team/qwen", **status}}
+
+
+RUNNING = {"type": "Running", "status": "True", "reason": "JobRunning"}
+
+
+def test_only_an_admitted_live_run_uses_its_deployment() -> None:
+    one_shot, scheduled = run(), run(schedule="0 2 * * *")
+    deleting = {**run(), "metadata": {**run()["metadata"], "deletionTimestamp": "2026-03-01Z"}}
+    live = {
+        "waiting for it": with_status(one_shot, phase="Pending"),
+        "running": with_status(one_shot, phase="Running"),
+        "queued (Kueue holds its Job)": with_status(one_shot, phase="Queued"),
+        "an execution running": with_status(scheduled, phase="Scheduled", conditions=[RUNNING]),
+        "an execution running, suspended since": with_status(
+            run(schedule="0 2 * * *", suspend=True), phase="Suspended", conditions=[RUNNING]
+        ),
+    }
+    not_live = {
+        "new, not looked at yet": run(),
+        "refused (no deployment admitted)": {**one_shot, "status": {"phase": "Pending"}},
+        "finished": with_status(one_shot, phase="Succeeded"),
+        "failed, or gave up waiting": with_status(one_shot, phase="Failed"),
+        "suspended": with_status(run(suspend=True), phase="Suspended"),
+        "cancelled": with_status(run(cancel=True), phase="Running"),
+        "between executions": with_status(scheduled, phase="Scheduled"),
+        "being deleted": with_status(deleting, phase="Running"),
+    }
+    assert [name for name, obj in live.items() if not uses.is_active(obj)] == []
+    assert [name for name, obj in not_live.items() if uses.is_active(obj)] == []
+
+
+def admitted(run_obj: dict[str, Any], cfg: dict[str, Any], dep: Any, **at: Any) -> str | None:
+    """What a run's decision records as the deployment it may use."""
+    status = decide(observed(run_obj, cfg, dep), Settings(), now=at.get("now", NOW)).status
+    return status.model_deployment
+
+
+KEY_COPY = {"secretRef": {"name": "my-copy", "key": "api-key"}}
+
+
+def foreign_config() -> dict[str, Any]:
+    cfg = config()
+    cfg["spec"]["model"]["deploymentRef"]["namespace"] = "models"
+    cfg["spec"]["model"]["auth"] = KEY_COPY
+    return cfg
+
+
+def test_a_run_records_the_deployment_it_was_admitted_to_and_only_then() -> None:
+    idle = {**AVAILABLE, "phase": "Idle", "conditions": []}
+    allowing = deployment("models", status=idle, allowedNamespaces=["team"])
+    assert admitted(run(), config(), deployment()) == "team/qwen"  # started
+    assert admitted(run(), config(), deployment(status=idle)) == "team/qwen"  # waits for it
+    assert admitted(run(), foreign_config(), allowing) == "models/qwen"
+    refused = {
+        "the deployment does not allow the run": (run(), foreign_config(), deployment("models")),
+        "the deployment does not exist": (run(), config(), None),
+        "the config does not allow the run": (run("elsewhere"), config(), deployment()),
+        "an invalid config": (run(), {**config(), "spec": {"model": 1}}, deployment()),
+        "a config version not accepted": (
+            run(configRef={"name": "cfg", "namespace": "team", "generation": 7}),
+            config(),
+            deployment(),
+        ),
+        "cancelled before it started": (run(cancel=True), config(), deployment(status=idle)),
+    }
+    assert {name: admitted(*args) for name, args in refused.items()} == dict.fromkeys(refused)
+
+
+def test_a_run_that_gave_up_waiting_uses_nothing_any_more() -> None:
+    obs = observed(run(timeoutSeconds=60), config(), deployment(status={}))
+    gave_up = run(timeoutSeconds=60)
+    gave_up["status"] = decide(obs, Settings(), now=NOW + timedelta(seconds=61)).status.to_wire()
+    assert gave_up["status"]["phase"] == "Failed" and not uses.is_active(gave_up)
+    again = decide(observed(gave_up, config(), deployment()), Settings(), now=NOW)
+    assert again.writes == () and not uses.is_active({**gave_up, "status": again.status.to_wire()})
+
+
+def test_a_pinned_scheduled_run_keeps_counting_for_the_deployment_it_accepted() -> None:
+    cfg = config()
+    cfg["spec"]["model"]["auth"] = KEY_COPY
+    dep = deployment(allowedNamespaces=["other"])
+    first = decide(observed(run("other", schedule="0 2 * * *"), cfg, dep), Settings(), now=NOW)
+    running = run("other", schedule="0 2 * * *")
+    running["status"] = first.status.to_wire()
+    assert running["status"]["modelDeployment"] == "team/qwen"
+    changed = copy.deepcopy(cfg)  # the owner points the shared config elsewhere
+    changed["metadata"]["generation"] = 2
+    changed["spec"]["model"]["deploymentRef"]["name"] = "theirs"
+    cron = {"metadata": {"name": "r", "namespace": "other", "ownerReferences": [
+        {"controller": True, "uid": "run-uid"}]}, "spec": {}}  # fmt: skip
+    theirs = {**dep, "metadata": {**dep["metadata"], "name": "theirs"}}
+    obs = Observed(**{**vars(observed(running, changed, theirs)), "cron_job": cron})
+    pinned = decide(obs, Settings(), now=NOW).status
+    assert [c.reason for c in pinned.conditions if c.type == "ConfigCurrent"] == [
+        "ConfigChangeNotAccepted"
+    ]
+    assert pinned.model_deployment == "team/qwen"  # not "team/theirs"
+    # The new version refused outright (its deployment does not exist): the same.
+    obs = Observed(**{**vars(observed(running, changed, None)), "cron_job": cron})
+    assert decide(obs, Settings(), now=NOW).status.model_deployment == "team/qwen"
+
+
+def test_a_run_started_before_runs_recorded_their_deployment_still_counts() -> None:
+    started = run()
+    job = {"metadata": {"name": "r", "namespace": "team", "ownerReferences": [
+        {"controller": True, "uid": "run-uid"}]}, "status": {"active": 1}}  # fmt: skip
+    started["status"] = {
+        "phase": "Running",
+        "jobName": "r",
+        "acceptedConfig": {"uid": "cfg-uid", "generation": 1},
+    }
+    obs = Observed(**{**vars(observed(started, config(), deployment())), "job": job})
+    assert decide(obs, Settings(), now=NOW).status.model_deployment == "team/qwen"
+    moved = config()
+    moved["metadata"]["generation"] = 2  # changed since: the run's target is not known
+    obs = Observed(**{**vars(observed(started, moved, deployment())), "job": job})
+    assert decide(obs, Settings(), now=NOW).status.model_deployment is None
+
+
+def test_a_deployment_counts_only_runs_of_namespaces_it_allows_now() -> None:
+    dep = deployment("models", allowedNamespaces=["team"])
+    runs = ["models/own", "team/allowed", "tenant-a/hog"]
+    assert uses.allowed_runs(dep, runs) == ("models/own", "team/allowed")
 
 
 def auto_config(**runner: Any) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""`longrun batch-api --local`: the Batch API on one machine, batches run by `longrun run`."""
