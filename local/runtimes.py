@@ -29,6 +29,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -106,15 +107,18 @@ def find_python(runtime: str, overrides: Mapping[str, str]) -> str:
         return found
     root = Path(os.environ.get("LONGRUN_PEERS_CACHE") or Path.home() / ".cache/longrun/peers")
     # The most recently built env: `python -m e2e.peers prepare` builds the current pins, and an
-    # older env (other pins, left in the cache) must not win by the order of its hash.
+    # older env (other pins, left in the cache) must not win by the order of its hash. Only
+    # `<env>-<hash>` directories count (`llama-*` also matches another env such as
+    # `llama-server-<hash>`), and only one that holds the server's module.
+    named = re.compile(rf"{re.escape(PEER_ENVS[runtime])}-[0-9a-f]{{12}}")
     envs = sorted(
-        root.glob(f"{PEER_ENVS[runtime]}-*/.longrun-ready.json"),
+        (r for r in root.glob("*/.longrun-ready.json") if named.fullmatch(r.parent.name)),
         key=_built_at,
         reverse=True,
     )
     for ready in envs:
         python = ready.parent / "bin" / "python"
-        if python.exists():
+        if python.exists() and _holds(ready.parent, MODULES[runtime]):
             return str(python)
     if importlib.util.find_spec(MODULES[runtime]) is not None:
         return sys.executable
@@ -122,6 +126,12 @@ def find_python(runtime: str, overrides: Mapping[str, str]) -> str:
         f"runtime {runtime}: no local {MODULES[runtime]} server found; run `python -m e2e.peers "
         f"prepare {PEER_ENVS[runtime]}` or pass --runtime-python {runtime}=/path/to/python"
     )
+
+
+def _holds(env: Path, module: str) -> bool:
+    """Whether the virtualenv `env` has `module` installed (a package or a single file)."""
+    found = env.glob(f"lib/python*/site-packages/{module}")
+    return any(found) or any(env.glob(f"lib/python*/site-packages/{module}.py"))
 
 
 def _built_at(ready: Path) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.concurrency import AUTO_ONLY, CONCURRENCY_RANGE, INITIAL_ABOVE_MAX
 from contracts.run import CANCEL_FINAL_MESSAGE, CANCEL_ONE_SHOT_MESSAGE, ONE_SHOT_FIXED_MESSAGE
 from tests.fidelity.conftest import GROUP, VERSION, Cluster
 from tests.fidelity.divergences import as_real_server_says
@@ -81,6 +82,11 @@ CONFIG_CASES: list[tuple[str, str, str, dict[str, Any]]] = [
      _storage("input", {"sql": {"table": "t", "url": SQL_URL_WITH_PASSWORD}})),
     *_output_cases("output"),
     *_output_cases("errors"),
+    ("spec.runner", ".spec.runner", CONCURRENCY_RANGE, {"runner": {"concurrency": 300}}),
+    ("spec.runner", ".spec.runner", AUTO_ONLY,
+     {"runner": {"concurrency": 8, "maxConcurrency": 16}}),
+    ("spec.runner", ".spec.runner", INITIAL_ABOVE_MAX,
+     {"runner": {"concurrency": "auto", "maxConcurrency": 4, "initialConcurrency": 8}}),
 ]  # fmt: skip
 RUN_CASES = [("spec", ".spec", "timeZone needs schedule",
               {"configRef": {"name": "iris"}, "timeZone": "UTC"}),
