@@ -380,6 +380,33 @@ class HandEmbeddings(HandRest):
         return [item["embedding"] for item in items]
 
 
+class HandBatchLines(HandRest):
+    """OpenAI batch lines (`custom_id`, `url`, `body`), each body POSTed as it is to its url
+    with the model filled in, one request per line: the line's `response` back (status, the
+    server's `x-request-id`, the answer's JSON), as the runner's openai-batch records give it.
+    A connection the server closed while idle (uvicorn keeps one 5 s) is opened again and the
+    request sent once more, as the runner's connection pool does."""
+
+    def __init__(self, endpoint: ModelEndpoint) -> None:
+        super().__init__(endpoint, "/v1/chat/completions")
+
+    def __call__(self, batch: list[InputRecord]) -> list[Any]:
+        answers = []
+        for record in batch:
+            line = record.data
+            body = JSON.encode({**line["body"], "model": self.model}).encode()
+            try:
+                response, data = self.post(body, path=line["url"])
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                self.conn.close()
+                response, data = self.post(body, path=line["url"])
+            request_id = response.getheader("x-request-id") or ""
+            answers.append(
+                {"status_code": response.status, "request_id": request_id, "body": json.loads(data)}
+            )
+        return answers
+
+
 def openai_options(endpoint: ModelEndpoint) -> dict[str, Any]:
     """The body fields the runner's OpenAI clients send besides the prompt, in their order."""
     options: dict[str, Any] = {"model": endpoint.name}

@@ -21,7 +21,8 @@ is a policy of its own (issue 15 items 8, 9, 16), with a rule per kind of failur
   record fails.
 - With `concurrency: auto`, every request (each attempt, each part of a bisected batch) passes
   the gate of runners/pace.py, which counts its records and seconds, and an overload (429/503)
-  that it answered; a retry's wait is spent outside the gate.
+  that it answered, or that the client answered and retried itself (Outcomes.overloaded: the
+  OpenAI clients retry each request); a retry's wait is spent outside the gate.
 """
 
 from __future__ import annotations
@@ -145,6 +146,8 @@ class ModelCalls:
         try:
             outcomes = self.timed(lambda: self.contact.call(lambda: self.client.predict(batch)))
             done = len(batch)
+            # 429s the client retried itself (the OpenAI ones): the server asked for less.
+            overloaded = getattr(outcomes, "overloaded", 0) > 0
             return outcomes
         except TransientError as exc:
             overloaded = exc.overloaded

@@ -25,20 +25,25 @@ class Outcomes(Sequence[Outcome]):
     turns a plug-in's plain list into one.
     `usage`, when a client gives it (the OpenAI ones), holds each record's token usage (a
     dict, or None), beside `values`; None otherwise, so the tensor clients pay nothing.
+    `overloaded` counts the 429/503 answers the client retried itself while making them (the
+    OpenAI clients retry each request): `concurrency: auto` hears of them (runners/modelcalls.py).
     Immutable by convention, like the per-record types.
     """
 
-    __slots__ = ("failures", "usage", "values")
+    __slots__ = ("failures", "overloaded", "usage", "values")
 
     def __init__(
         self,
         values: list[Any],
         failures: Mapping[int, RecordFailure] | None = None,
         usage: list[Any] | None = None,
+        *,
+        overloaded: int = 0,
     ):
         self.values = values
         self.failures: Mapping[int, RecordFailure] = failures or {}
         self.usage = usage
+        self.overloaded = overloaded
 
     @classmethod
     def all_failed(cls, size: int, reason: str, *, code: str | None = None) -> Outcomes:

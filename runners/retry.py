@@ -16,7 +16,10 @@ than minutes), one that answered before gets `maxAttempts` (it may be restarting
 `RequestPolicy` is the same machinery for a client that sends one request per record
 within a batch (openai-chat, completions against llama.cpp): it retries and paces each
 request, so that one 503 does not make the pipeline re-send the whole batch, records
-already answered included, and a rate limit is not spent once per batch.
+already answered included, and a rate limit is not spent once per batch. The pipeline then sees
+the batch go through, so the policy counts the overloads (429, 503) it retried, per thread,
+for the client to hand on with the batch's outcomes (`take_overloads`): `concurrency: auto`
+lowers its limit on them as on a 429 the pipeline retries itself.
 """
 
 from __future__ import annotations
@@ -194,12 +197,15 @@ class RequestPolicy:
     """Retries with backoff and an optional rate limit, applied to one request at a time.
 
     Until the server has answered once, a request gets `FIRST_CONTACT_ATTEMPTS` at most.
+    Shared by a client's threads; the overloads it retried are counted per thread (a batch's
+    requests are sent by one thread).
     """
 
     backoff: Backoff = field(default_factory=Backoff)
     limiter: RateLimiter | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     contact: Contact = field(default_factory=Contact)
+    _seen: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     @classmethod
     def from_tuning(
@@ -222,5 +228,17 @@ class RequestPolicy:
             attempt,
             backoff=self.backoff,
             stop=self.stop,
+            on_retry=self._retrying,
             attempts=lambda _: self.contact.attempts(self.backoff),
         )
+
+    def _retrying(self, exc: TransientError) -> None:
+        if exc.overloaded:
+            self._seen.overloads = getattr(self._seen, "overloads", 0) + 1
+
+    def take_overloads(self) -> int:
+        """The 429/503 answers this thread's requests got and were retried for since the last
+        call (then 0 again)."""
+        count: int = getattr(self._seen, "overloads", 0)
+        self._seen.overloads = 0
+        return count

@@ -8,6 +8,8 @@
   raised to the pipeline, it would retry the whole batch, re-sending the records already
   answered, and at 15% faults a batch of 32 would rarely get through within its attempts. A
   request that runs out of attempts raises TransientError and the pipeline retries the batch.
+  The 429s and 503s retried so go with the batch's outcomes (Outcomes.overloaded), for
+  `concurrency: auto`, which would otherwise see the batch go through as if nothing happened.
   The policy follows the run's `runner` tuning (attempts, backoff, requestsPerSecond) and
   stops waiting on SIGTERM, both from the RunContext; a constructor `policy` overrides it.
   Retries made here are not counted in the summary's `recordsRetried` (the pipeline's are).
@@ -115,10 +117,16 @@ class _OpenAIClient:
             self._batch = BatchRequests(urls, endpoint.name, self.requests, self.policy)
 
     def predict(self, records: Sequence[InputRecord]) -> Outcomes:
+        self.policy.take_overloads()  # left by this thread's last batch, if it raised
         if self._batch is not None:
-            return self._batch.predict(records)
-        batch = Batch(records, lambda record: self.bodies.item(record.data))
-        return _merged(batch, self._answers(batch.items))
+            outcomes = self._batch.predict(records)
+        else:
+            batch = Batch(records, lambda record: self.bodies.item(record.data))
+            outcomes = _merged(batch, self._answers(batch.items))
+        overloaded = self.policy.take_overloads()
+        if not overloaded:
+            return outcomes
+        return Outcomes(outcomes.values, outcomes.failures, outcomes.usage, overloaded=overloaded)
 
     def _answers(self, items: list[Any]) -> list[Answer]:
         return [self._one(item) for item in items]

@@ -32,33 +32,46 @@ def _parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
+def engine_environ(workdir: Path) -> dict[str, str]:
+    """What vLLM's engine needs here: CPU, a 1 GiB KV cache, no hub, caches under `workdir`."""
+    return {
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "VLLM_CACHE_ROOT": str(workdir / "vllm-cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor-cache"),
+    }
+
+
+def engine_args(model_name: str, *, embedding: bool = False) -> list[str]:
+    """The engine's arguments, the same for `vllm serve` and `vllm run-batch`."""
+    argv = [
+        "--served-model-name", model_name,
+        "--max-model-len", str(MAX_MODEL_LEN),
+        "--dtype", "float32",
+        "--enforce-eager",
+    ]  # fmt: skip
+    if embedding:
+        argv += ["--runner", "pooling", "--convert", "embed"]
+    return argv
+
+
 def main() -> None:
     args = _parse_args()
-    os.environ.update(
-        VLLM_TARGET_DEVICE="cpu",
-        VLLM_CPU_KVCACHE_SPACE="1",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-        VLLM_CACHE_ROOT=str(args.workdir / "vllm-cache"),
-        TORCHINDUCTOR_CACHE_DIR=str(args.workdir / "inductor-cache"),
-    )
+    os.environ.update(engine_environ(args.workdir))
     argv = [
         sys.executable,
         "-m",
         "vllm.entrypoints.cli.main",
         "serve", str(MODEL_DIR),
-        "--served-model-name", args.model_name,
+        *engine_args(args.model_name, embedding=args.embedding),
         "--host", args.host,
         "--port", str(args.http_port),
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--dtype", "float32",
-        "--enforce-eager",
         "--disable-uvicorn-access-log",  # one line per request otherwise
     ]  # fmt: skip
-    if args.embedding:
-        argv += ["--runner", "pooling", "--convert", "embed"]
     if args.max_num_seqs:
         argv += ["--max-num-seqs", str(args.max_num_seqs)]
     # exec keeps the pid, so the harness's process group still covers the server.

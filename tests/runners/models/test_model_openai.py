@@ -26,8 +26,10 @@ from runners.api import (
     RunContext,
     TransientError,
 )
+from runners.modelcalls import ModelCalls
 from runners.models.http import HttpResponse
 from runners.models.openai import ChatClient, CompletionsClient, EmbeddingsClient, api_url
+from runners.pace import COOLDOWN, AutoConcurrency
 from runners.retry import Backoff, RateLimiter, RequestPolicy
 
 
@@ -353,3 +355,39 @@ def test_embeddings_sends_a_single_record_as_a_string(ctx: RunContext) -> None:
         records({"prompt": "solo"})
     )
     assert fake.sent[0].json()["input"] == "solo"
+
+
+def batch_line(custom_id: str, prompt: str) -> dict[str, Any]:
+    body = {"messages": [{"role": "user", "content": prompt}]}
+    return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+
+@pytest.mark.parametrize("lines", [False, True], ids=["chat", "openai-batch"])
+def test_a_429_the_client_retried_itself_still_lowers_concurrency_auto(
+    ctx: RunContext, lines: bool
+) -> None:
+    # The OpenAI clients retry each request on their own (RequestPolicy): the pipeline sees
+    # the batch succeed, and the gate of `concurrency: auto` must hear of the 429 all the same.
+    fake, used = FakeTransport(failing_once("b", 429)), policy()
+    rows = [batch_line("1", "a"), batch_line("2", "b")] if lines else [{"prompt": "a"}]
+    rows += [] if lines else [{"prompt": "b"}]
+    run = replace(ctx, input_format="openai-batch") if lines else ctx
+    client = ChatClient(endpoint("openai-chat"), run, transport=fake, policy=used)
+    gate = AutoConcurrency(1, 8)
+    calls = ModelCalls(client, Backoff(0, 0), threading.Event(), pace=gate)
+
+    [(outcomes, _)] = calls.predict(records(*rows))
+
+    assert len(outcomes) == 2 and not getattr(outcomes, "failures", {})
+    assert len(fake.sent) == 3  # b twice: the client retried it
+    assert (gate.climber.ceiling, gate.climber.cooldown) == (1, COOLDOWN)
+
+
+def test_a_batch_without_a_429_tells_concurrency_auto_nothing_of_overload(
+    ctx: RunContext,
+) -> None:
+    client = ChatClient(endpoint("openai-chat"), ctx, transport=FakeTransport(chat_answer))
+    gate = AutoConcurrency(1, 8)
+    calls = ModelCalls(client, Backoff(0, 0), threading.Event(), pace=gate)
+    calls.predict(records({"prompt": "a"}))
+    assert (gate.climber.ceiling, gate.climber.cooldown) == (0, 0)
