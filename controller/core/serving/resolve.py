@@ -83,7 +83,7 @@ def first_error(exc: ValidationError) -> str:
 def model_namespace(obj: Obj, spec: ModelDeploymentSpec) -> str:
     """Where the referenced Model lives (the observer reads it from there)."""
     own = identity(obj).namespace
-    return (spec.model_ref.namespace if spec.model_ref else None) or own
+    return (spec.named_model.namespace if spec.named_model else None) or own
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ class FoundModel:
 def find_model(obj: Obj, spec: ModelDeploymentSpec, model: Obj | None) -> FoundModel | Problem:
     """The model spec to serve: inline, or the referenced Model if it may be used, at the
     generation the deployment accepted (pinning.py)."""
-    if spec.model is not None:
-        return FoundModel(spec.model, identity(obj).name)
-    ref = spec.model_ref
+    if (inline := spec.inline_model) is not None:
+        return FoundModel(inline, identity(obj).name)
+    ref = spec.named_model  # a modelRef, or the Model named after a catalog entry
     assert ref is not None  # one of the two, by the spec's validator
     own, namespace = identity(obj).namespace, model_namespace(obj, spec)
     where = f"{namespace}/{ref.name}"
