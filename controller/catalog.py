@@ -164,7 +164,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         catalog = load_text(path.read_text(), where=str(path))
     else:
-        target = CatalogMap(_transport(args), *split_config_map(args.configmap))
+        where = split_config_map(args.configmap)
+        target = CatalogMap(_transport(args), *where)
         found = target.read()
         text = ((found or {}).get("data") or {}).get(CATALOG_KEY)
         if text is None:
@@ -175,7 +176,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_sync(args: argparse.Namespace) -> int:
-    target = CatalogMap(_transport(args), *split_config_map(args.configmap))
+    where = split_config_map(args.configmap)
+    target = CatalogMap(_transport(args), *where)
     count = sync(args.url, target, now=lambda: datetime.now(UTC))
     print(f"synced {count} catalog entries from {args.url} into {target.where}")
     return EXIT_OK
