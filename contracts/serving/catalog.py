@@ -54,9 +54,12 @@ _PY_FIELDS = {"format", "task", "sha256", "credentials", "endpoint_url", "includ
 
 
 def _inline_only(rules: tuple[str, ...]) -> tuple[str, ...]:
-    """A Model's CEL rules, holding only where the model is defined here (no catalog)."""
+    """A Model's CEL rules, holding only where the model is defined here: with a source and
+    a format (a missing one is refused by the rules above, not reported as an evaluation
+    error of every rule that reads it)."""
     pairs = zip(rules[::2], rules[1::2], strict=True)
-    return tuple(x for rule, msg in pairs for x in (f"has(self.catalog) || ({rule})", msg))
+    guard = "!has(self.source) || !has(self.format) || "
+    return tuple(x for rule, msg in pairs for x in (f"{guard}({rule})", msg))
 
 
 class CatalogChoice(Schema):

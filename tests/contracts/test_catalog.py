@@ -119,5 +119,5 @@ def test_the_inline_models_rules_hold_only_without_a_catalog_in_the_crd() -> Non
     model = schema["properties"]["model"]
     rules = [r["rule"] for r in model["x-kubernetes-validations"]]
     assert rules[0] == "has(self.catalog) != has(self.source)"
-    assert all(r.startswith("has(self.catalog) || (") for r in rules[3:])
+    assert all(r.startswith("!has(self.source) || !has(self.format) || (") for r in rules[3:])
     assert model["properties"]["catalog"]["required"] == ["name"]

@@ -9,9 +9,11 @@ tests/controller/emulated/test_serving_catalog.py).
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from contracts.serving import ModelDeploymentSpec
 from controller.core.serving.catalog import (
@@ -126,3 +128,21 @@ def test_catalog_settings_come_from_the_environment() -> None:
     assert serving_settings_from_env(env).catalog == CatalogSettings("longrun-system/cat", False)
     with pytest.raises(SettingsError, match=r"^SERVING_CATALOG='cat' is not namespace/name"):
         serving_settings_from_env({"SERVING_CATALOG": "cat"})
+
+
+def test_the_catalog_example_is_served_from_the_starter_catalog() -> None:
+    root = Path(__file__).resolve().parents[4]
+    starter = yaml.safe_load((root / "charts/longrun/catalog/catalog.yaml").read_text())
+    docs = yaml.safe_load_all((root / "testdata/examples/catalog/catalog.yaml").read_text())
+    obj = next(d for d in docs if d["kind"] == "ModelDeployment")
+    obj["metadata"].update(namespace="team-a", uid="u1", generation=1)
+    spec = ModelDeploymentSpec.model_validate(obj["spec"])
+    made = registration(starter, obj=obj, spec=spec, settings=SETTINGS)
+    assert not isinstance(made, Problem)
+    assert made.model["spec"]["format"] == "gguf"  # the variant llama.cpp serves
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    decision = decide_deployment(
+        ServingObserved(obj, model=made.model), ServingSettings(), now=now, entropy=bytes
+    )
+    assert decision.status.phase == "Pending", decision.status.message
+    assert "Deployment" in {w.kind for w in decision.writes}
