@@ -60,7 +60,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
 def cluster(kube_emulator: EmulatorHandle) -> tuple[EmulatorHandle, str, Any]:  # noqa: F811
     """The emulator with the chart's starter catalog in a ConfigMap: (handle, ns, core API)."""
     ns = kube_emulator.namespace("catalog")
-    core = client.CoreV1Api(kube_emulator.api_client())
+    core: Any = client.CoreV1Api(kube_emulator.api_client())
     body = {"metadata": {"name": "cat"}, "data": {"catalog.yaml": STARTER.read_text()}}
     core.create_namespaced_config_map(ns, body)
     return kube_emulator, ns, core

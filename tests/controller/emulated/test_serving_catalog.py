@@ -74,6 +74,7 @@ def test_a_catalog_name_creates_its_model_and_says_so_in_an_event(
     serving.create(model={"catalog": {"name": "iris"}}, runtime=KSERVE)
 
     made = eventually(lambda: model(env, "iris"), timeout=30)
+    assert made is not None
 
     assert made["spec"] == {"source": "s3://models/iris/model.joblib", "format": "sklearn",
                             "task": "predict"}  # fmt: skip
@@ -107,6 +108,7 @@ def test_the_runtime_picks_the_variant_whose_format_it_serves(env: Env, serving:
     serving.create("chat", model={"catalog": {"name": "chat"}}, runtime={"llamacpp": {}})
 
     made = eventually(lambda: model(env, "chat"), timeout=30)
+    assert made is not None
 
     assert made["spec"]["format"] == "gguf"
     assert made["metadata"]["annotations"]["longrun.dev/catalog-compute"] == "cpu"
@@ -128,6 +130,21 @@ def test_an_unknown_catalog_name_fails_naming_it_and_the_config_map(
     assert "CatalogEntryNotFound" in reasons
     eventually(lambda: events(env, "CatalogEntryNotFound"), timeout=15)
     assert model(env, "nope") is None
+
+
+def test_a_catalog_fixed_later_is_read_again_at_the_next_resync(env: Env, serving: Serving) -> None:
+    env.start(polling_interval=1.0)
+    serving.create(model={"catalog": {"name": "later"}}, runtime=KSERVE)
+    serving.wait_phase("Failed")
+    later = {**CATALOG["models"][0], "name": "later"}
+    added = {"models": [*CATALOG["models"], later]}
+    env.core.patch_namespaced_config_map(
+        "model-catalog", env.ns, {"data": {"catalog.yaml": yaml.safe_dump(added)}}
+    )
+
+    eventually(lambda: model(env, "later"), timeout=30)
+
+    serving.wait_phase("Deploying")
 
 
 def test_with_lazy_registration_off_the_deployment_says_to_create_the_model(
