@@ -115,7 +115,8 @@ def find_model(obj: Obj, spec: ModelDeploymentSpec, model: Obj | None) -> FoundM
         return Problem("spec.modelRef", "ModelNotAllowed", message)
     if model is None:
         message = f'Model "{where}" does not exist; create it and the deployment starts'
-        return Problem("spec.modelRef", "ModelNotFound", message)
+        field = "spec.modelRef" if spec.model_ref else "spec.model.catalog"
+        return Problem(field, "ModelNotFound", message)
     pin = model_pin(obj, ref, model)
     if pin.spec is None:
         assert pin.problem is not None
