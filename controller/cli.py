@@ -16,6 +16,7 @@ from pathlib import Path
 from batchapi.cli import add_parser as add_batch_api_parser
 from contracts.contract import contract_json_schema
 from controller import __version__
+from controller.catalog import add_parser as add_catalog_parser
 from controller.core.settings import SettingsError, settings_from_env
 from controller.crds import CRD_DIR, crd_files, write_crds
 from controller.runtime.main import add_parser as add_controller_parser
@@ -110,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_serve_parser(sub)
     add_controller_parser(sub)
+    add_catalog_parser(sub)
     add_batch_api_parser(sub)
     return parser
 

@@ -360,8 +360,8 @@ def resolve_local(obj: Obj, inputs: Inputs, settings: ServingSettings) -> Servin
     except ValueError as exc:
         raise InputError(f"ModelDeployment/{meta['name']}: {exc}") from None
     model = None
-    if spec.model_ref is not None:
-        model = inputs.models.get((model_namespace(obj, spec), spec.model_ref.name))
+    if spec.named_model is not None:  # a modelRef, or a catalog entry's Model
+        model = inputs.models.get((model_namespace(obj, spec), spec.named_model.name))
     found = resolve_deployment(obj, spec, model, settings)
     if isinstance(found, Problem):
         raise InputError(

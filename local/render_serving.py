@@ -49,13 +49,12 @@ def deployment_manifests(obj: Obj, inputs: Inputs, settings: ServingSettings) ->
     except ValueError as exc:
         raise InputError(f"{who}: {exc}") from None
     model = None
-    if spec.model_ref is not None:
-        where = (model_namespace(obj, spec), spec.model_ref.name)
+    if spec.named_model is not None:  # a modelRef, or a catalog entry's Model
+        where = (model_namespace(obj, spec), spec.named_model.name)
         model = inputs.models.get(where)
         if model is None:
-            raise InputError(
-                f'{who}: spec.modelRef: Model "{where[0]}/{where[1]}" is not in the files'
-            )
+            field = "spec.modelRef" if spec.model_ref else "spec.model.catalog"
+            raise InputError(f'{who}: {field}: Model "{where[0]}/{where[1]}" is not in the files')
     resolved = resolve_deployment(obj, spec, model, settings)
     if isinstance(resolved, Problem):
         raise InputError(f"{who}: {resolved.field}: {resolved.message} ({resolved.reason})")

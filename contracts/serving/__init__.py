@@ -12,6 +12,17 @@ a one-key map `{<runtime>: {...}}` like storage blocks: a structural schema cann
 express a discriminated union, a map with at most one property can.
 """
 
+from contracts.serving.catalog import (
+    CATALOG_KEY,
+    COMPUTES,
+    Catalog,
+    CatalogChoice,
+    CatalogEntry,
+    CatalogError,
+    Compute,
+    DeploymentModel,
+    parse_catalog,
+)
 from contracts.serving.deployment import (
     IDLE_ABOVE,
     IDLE_WITH_HPA,
@@ -86,6 +97,8 @@ __all__ = [
     "AGE",
     "API_KEYS_SECRET_KEY",
     "API_KEY_SECRET_KEY",
+    "CATALOG_KEY",
+    "COMPUTES",
     "DIRECTORY_FORMATS",
     "GENERATIVE_FORMATS",
     "GENERATIVE_TASKS",
@@ -107,6 +120,12 @@ __all__ = [
     "AuthSpec",
     "Autoscaling",
     "CacheSpec",
+    "Catalog",
+    "CatalogChoice",
+    "CatalogEntry",
+    "CatalogError",
+    "Compute",
+    "DeploymentModel",
     "DeploymentPhase",
     "EndpointSpec",
     "GenericRuntime",
@@ -141,5 +160,6 @@ __all__ = [
     "affinity_keys",
     "default_task",
     "format_problem",
+    "parse_catalog",
     "parse_source",
 ]

@@ -19,6 +19,7 @@ from contracts.base import (
     cel,
 )
 from contracts.config import EnvVar, LabelValue, Quantity, Toleration
+from contracts.serving.catalog import DeploymentModel
 from contracts.serving.endpoint import AuthSpec, EndpointSpec
 from contracts.serving.model import (
     ModelRef,
@@ -114,6 +115,10 @@ TP_ABOVE_GPUS = (
 IDLE_WITH_HPA = "idleReplicas: with autoscaling it can only be 0 (the autoscaler owns other counts)"
 
 
+# CEL: the deployment defines its model itself (a catalog entry's format is known later).
+_INLINE = "!has(self.model) || !has(self.model.format) || "
+
+
 class ModelDeploymentSpec(Schema):
     """A model served on a runtime, with its Service, keys, cache and scaling."""
 
@@ -125,15 +130,15 @@ class ModelDeploymentSpec(Schema):
             IDLE_ABOVE,
             "!has(self.idleReplicas) || !has(self.autoscaling) || self.idleReplicas == 0",
             IDLE_WITH_HPA,
-            "!has(self.model) || !has(self.runtime.llamacpp) || self.model.format == 'gguf'",
+            _INLINE + "!has(self.runtime.llamacpp) || self.model.format == 'gguf'",
             "model.format: runtime llamacpp serves format gguf",
-            "!has(self.model) || !has(self.runtime.triton) || "
+            _INLINE + "!has(self.runtime.triton) || "
             "self.model.format in ['onnx', 'triton-repository']",
             "model.format: runtime triton serves format onnx or triton-repository",
-            "!has(self.model) || !(has(self.runtime.kserve) || has(self.runtime.mlserver)) || "
+            _INLINE + "!(has(self.runtime.kserve) || has(self.runtime.mlserver)) || "
             "self.model.format in ['sklearn', 'xgboost']",
             "model.format: runtimes kserve and mlserver serve format sklearn or xgboost",
-            "!has(self.model) || !has(self.runtime.vllm) || self.model.format == 'hf'",
+            _INLINE + "!has(self.runtime.vllm) || self.model.format == 'hf'",
             "model.format: runtime vllm serves format hf",
             "!has(self.runtime.vllm) || !has(self.runtime.vllm.tensorParallelSize) || "
             "!has(self.resources) || !has(self.resources.gpu) || self.resources.gpu == 0 || "
@@ -143,7 +148,13 @@ class ModelDeploymentSpec(Schema):
     )
 
     model_ref: ModelRef | None = Field(default=None, description="The Model to serve.")
-    model: ModelSpec | None = Field(default=None, description="An inline model (no Model object).")
+    model: DeploymentModel | None = Field(
+        default=None,
+        description=(
+            "An inline model (no Model object), or a catalog entry by alias "
+            "({catalog: {name: ...}}): the Model of that name, made from the catalog if missing."
+        ),
+    )
     served_name: ServedName | None = Field(
         default=None,
         description="Name runs call the model by; default: the Model's (inline: the deployment's).",
@@ -244,13 +255,25 @@ class ModelDeploymentSpec(Schema):
         vllm, gpus = self.runtime.vllm, self.resources.gpu if self.resources else 0
         if vllm is not None and gpus and (vllm.tensor_parallel_size or 0) > gpus:
             raise ValueError(TP_ABOVE_GPUS)
-        if self.model is not None and (
-            problem := format_problem(
-                self.runtime.kind, self.model.format, self.model.resolved_task()
-            )
+        inline = self.model.inline() if self.model is not None else None
+        if inline is not None and (
+            problem := format_problem(self.runtime.kind, inline.format, inline.resolved_task())
         ):
             raise ValueError(f"model.format: {problem}")
         return self
+
+    @property
+    def inline_model(self) -> ModelSpec | None:
+        """The model defined in the deployment itself (not a Model, not a catalog entry)."""
+        return self.model.inline() if self.model is not None else None
+
+    @property
+    def named_model(self) -> ModelRef | None:
+        """The Model the deployment serves by name: its modelRef, or the Model named after
+        its catalog entry, in its own namespace."""
+        if self.model is not None and self.model.catalog is not None:
+            return ModelRef(name=self.model.catalog.name)
+        return self.model_ref
 
     @property
     def is_on_demand(self) -> bool:

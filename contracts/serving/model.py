@@ -68,51 +68,56 @@ def _cel_list(items: tuple[str, ...]) -> str:
     return "[" + ", ".join(f"'{i}'" for i in items) + "]"
 
 
-class ModelSpec(Schema):
-    """Where a model lives and what it is: a reusable definition for ModelDeployments."""
+# The CEL rules of a Model's spec (each mirrors a check of `_source_problem` or
+# `_task_problem`), as rule, message pairs; catalog.py reuses them for an inline model.
+MODEL_RULES: tuple[str, ...] = (
+    "self.source.matches('^(s3|hf|https?|pvc)://.+')",
+    f"source: {SOURCE_HELP}",
+    "!self.source.matches('^https?://[^/]*@')",
+    "source: must not contain credentials (user:password@): name a Secret in credentials",
+    "!self.source.startsWith('http://') || has(self.sha256)",
+    HTTP_NEEDS_SHA,
+    "!has(self.endpointUrl) || self.source.startsWith('s3://')",
+    "endpointUrl: applies to s3:// sources only",
+    "!has(self.credentials) || !self.source.startsWith('pvc://')",
+    "credentials: a pvc:// source is mounted, not downloaded, so it takes none",
+    f"!has(self.sha256) || !({_CEL_DIRECTORY} || self.format in {_cel_list(DIRECTORY_FORMATS)})",
+    "sha256: checks one file, but the source is a directory",
+    f"self.format != 'triton-repository' || self.source.startsWith('pvc://') || {_CEL_DIRECTORY}",
+    "source: format triton-repository needs a directory: s3://bucket/prefix/, "
+    "hf://org/repo or pvc://claim/path",
+    f"self.format != 'hf' || self.source.startsWith('pvc://') || {_CEL_DIRECTORY}",
+    HF_NEEDS_DIRECTORY,
+    f"self.format in {_cel_list(DIRECTORY_FORMATS)} || self.source.startsWith('pvc://') "
+    f"|| !({_CEL_DIRECTORY})",
+    "source: this format needs a source naming one file, not a directory",
+    f"!has(self.task) || (self.format in {_cel_list(GENERATIVE_FORMATS)}) == "
+    "(self.task != 'predict')",
+    TASK_FOR_FORMAT,
+    f"(!has(self.include) && !has(self.exclude)) || (!self.source.startsWith('pvc://') "
+    f"&& ({_CEL_DIRECTORY}))",
+    PATTERNS_NEED_DIRECTORY,
+)
 
-    model_config = ConfigDict(
-        json_schema_extra=cel(
-            "self.source.matches('^(s3|hf|https?|pvc)://.+')",
-            f"source: {SOURCE_HELP}",
-            "!self.source.matches('^https?://[^/]*@')",
-            "source: must not contain credentials (user:password@): name a Secret in credentials",
-            "!self.source.startsWith('http://') || has(self.sha256)",
-            HTTP_NEEDS_SHA,
-            "!has(self.endpointUrl) || self.source.startsWith('s3://')",
-            "endpointUrl: applies to s3:// sources only",
-            "!has(self.credentials) || !self.source.startsWith('pvc://')",
-            "credentials: a pvc:// source is mounted, not downloaded, so it takes none",
-            f"!has(self.sha256) || !({_CEL_DIRECTORY} || "
-            f"self.format in {_cel_list(DIRECTORY_FORMATS)})",
-            "sha256: checks one file, but the source is a directory",
-            f"self.format != 'triton-repository' || self.source.startsWith('pvc://') || "
-            f"{_CEL_DIRECTORY}",
-            "source: format triton-repository needs a directory: s3://bucket/prefix/, "
-            "hf://org/repo or pvc://claim/path",
-            f"self.format != 'hf' || self.source.startsWith('pvc://') || {_CEL_DIRECTORY}",
-            HF_NEEDS_DIRECTORY,
-            f"self.format in {_cel_list(DIRECTORY_FORMATS)} || self.source.startsWith('pvc://') "
-            f"|| !({_CEL_DIRECTORY})",
-            "source: this format needs a source naming one file, not a directory",
-            f"!has(self.task) || (self.format in {_cel_list(GENERATIVE_FORMATS)}) == "
-            "(self.task != 'predict')",
-            TASK_FOR_FORMAT,
-            f"(!has(self.include) && !has(self.exclude)) || (!self.source.startsWith('pvc://') "
-            f"&& ({_CEL_DIRECTORY}))",
-            PATTERNS_NEED_DIRECTORY,
-        )
-    )
 
-    source: Annotated[str, StringConstraints(max_length=2048), AfterValidator(_check_source)] = (
-        Field(
-            description=(
-                "Where the model is: s3://bucket/key (a prefix ending in / for a directory), "
-                "hf://org/repo[/file][@revision] (Hugging Face; a repo without a file is a "
-                "directory), https://host/path, or pvc://claim/path (used in place, read-only)."
-            )
-        )
-    )
+SourceUri = Annotated[str, StringConstraints(max_length=2048), AfterValidator(_check_source)]
+SOURCE_DOC = (
+    "Where the model is: s3://bucket/key (a prefix ending in / for a directory), "
+    "hf://org/repo[/file][@revision] (Hugging Face; a repo without a file is a "
+    "directory), https://host/path, or pvc://claim/path (used in place, read-only)."
+)
+FORMAT_DOC = (
+    "gguf, hf (a Hugging Face repository: config, safetensors, tokenizer; a directory), "
+    "sklearn (joblib), xgboost, onnx, or triton-repository (a directory)."
+)
+
+
+class ModelFields(Schema):
+    """The fields of a model definition, each optional: a Model's spec requires `source` and
+    `format` (ModelSpec); a deployment's inline `model` may instead name a catalog entry
+    (contracts/serving/catalog.py)."""
+
+    source: SourceUri | None = Field(default=None, description=SOURCE_DOC)
     credentials: ModelCredentials | None = Field(
         default=None,
         description="Secret with the credentials the download needs (S3 keys, HF_TOKEN, ...).",
@@ -128,12 +133,7 @@ class ModelSpec(Schema):
             "again. A directory has none."
         ),
     )
-    format: ModelFormat = Field(
-        description=(
-            "gguf, hf (a Hugging Face repository: config, safetensors, tokenizer; a directory), "
-            "sklearn (joblib), xgboost, onnx, or triton-repository (a directory)."
-        )
-    )
+    format: ModelFormat | None = Field(default=None, description=FORMAT_DOC)
     task: Task | None = Field(
         default=None,
         description=(
@@ -163,6 +163,15 @@ class ModelSpec(Schema):
         max_length=256,
         description="Other namespaces whose ModelDeployments may reference this Model.",
     )
+
+
+class ModelSpec(ModelFields):
+    """Where a model lives and what it is: a reusable definition for ModelDeployments."""
+
+    model_config = ConfigDict(json_schema_extra=cel(*MODEL_RULES))
+
+    source: SourceUri = Field(description=SOURCE_DOC)
+    format: ModelFormat = Field(description=FORMAT_DOC)
 
     @model_validator(mode="after")
     def _source_fits(self) -> ModelSpec:

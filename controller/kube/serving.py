@@ -35,6 +35,7 @@ from controller.core.routing import (
     object_key,
 )
 from controller.core.serving import names, uses
+from controller.core.serving.catalog import model_of
 from controller.core.serving.observed import ServingChildren
 from controller.core.serving.ports import ReadKind, StatusKind, Usage
 from controller.kube.cached import CachedKinds
@@ -44,7 +45,6 @@ from controller.kube.serving_objects import (
     CHILD_NAMES,
     OWN_KINDS,
     deployment_of,
-    model_of,
     run_facing,
     trim,
     without_data,

@@ -3,7 +3,7 @@
 Constants and pure functions on plain JSON dicts, no client and no state: which kinds
 the adapter watches (`OWN_KINDS`, `CHILD_KINDS`) and the name of each child
 (`CHILD_NAMES`); `trim` shrinks what the informers cache, `without_data` strips a Secret
-the API server returned, and `deployment_of`, `model_of` and `run_facing` pick out the
+the API server returned, and `deployment_of` and `run_facing` pick out the
 keys and the status the adapter's indexes are built on. They live apart from
 `KubeServing` so that the adapter holds only its caches, indexes and REST calls, and so
 that these rules can be read and tested without an informer.
@@ -69,15 +69,6 @@ def deployment_of(obj: Obj) -> str | None:
     meta = obj.get("metadata") or {}
     name = (meta.get("annotations") or {}).get(names.DEPLOYMENT_ANNOTATION)
     return f"{meta.get('namespace', '')}/{name}" if name else None
-
-
-def model_of(deployment: Obj) -> str | None:
-    """The `namespace/name` of the Model a deployment's modelRef names."""
-    ref = (deployment.get("spec") or {}).get("modelRef")
-    if not isinstance(ref, dict) or not ref.get("name"):
-        return None
-    namespace = ref.get("namespace") or (deployment.get("metadata") or {}).get("namespace", "")
-    return f"{namespace}/{ref['name']}"
 
 
 def run_facing(deployment: Obj | None) -> tuple[Any, ...]:

@@ -1,7 +1,8 @@
 """Reconcile one ModelDeployment (or Model) by key, level-triggered: observe, decide, act.
 
 1. observe: the deployment, its Model, its children and pods, and the runs that use it,
-   from the caches, into one frozen `ServingObserved`;
+   from the caches, into one frozen `ServingObserved`; a Model named from the catalog and
+   missing is made first (catalog.py);
 2. decide: `controller.core.serving.decide` returns the child writes (the key Secret
    first), the status, the deletions and when to look again;
 3. act: apply the writes; what the API server answers that the decision did not assume
@@ -29,6 +30,7 @@ from contracts.serving import ModelStatus
 from controller.core import names as run_names
 from controller.core.ports import ApiError, Obj
 from controller.core.serving.auth import Entropy
+from controller.core.serving.catalog import model_of
 from controller.core.serving.decide import (
     Create,
     Patch,
@@ -45,6 +47,7 @@ from controller.core.serving.status import model_status, normalize
 from controller.core.serving.writes import ServingKind
 from controller.core.validation import Problem
 from controller.reconcile.act import is_forbidden, is_refusal
+from controller.reconcile.catalog import register
 from controller.reconcile.runs import Result
 
 # At most this many write-and-decide-again passes (each settles at least one answer).
@@ -78,11 +81,11 @@ def observe(cluster: ServingCluster, key: str) -> ServingObserved | None:
 
 
 def _model(cluster: ServingCluster, obj: Obj) -> Obj | None:
-    ref = (obj.get("spec") or {}).get("modelRef")
-    if not isinstance(ref, dict) or not ref.get("name"):
+    key = model_of(obj)  # a modelRef's Model, or the one named after a catalog entry
+    if key is None:
         return None
-    namespace = ref.get("namespace") or obj["metadata"].get("namespace", "")
-    return cluster.get_model(str(namespace), str(ref["name"]))
+    namespace, name = run_names.split_key(key)
+    return cluster.get_model(namespace, name)
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class DeploymentReconciler:
         obs = observe(self.cluster, key)  # 1. everything, read once
         if obs is None:
             return Result()
+        obs = register(self.cluster, obs, self.settings.catalog)  # a catalog entry's Model
         decision, retry = self._converge(obs)  # 2-3. decide, write, decide again
         publish(self.cluster, obs, decision)  # 4. status and events
         if retry is not None:

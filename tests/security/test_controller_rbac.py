@@ -6,7 +6,8 @@ bindings, and the Deployment's env), `kubectl create token`, the controller as a
 RBAC authorizer (kube-apiserver's, or the emulator's e2e/emulator/rbac.py). Faked: nothing;
 on the real backend no pod runs (no kubelet), which these tests do not need: a run counts as
 reconciled once its ConfigMap and Job (a scheduled run's CronJob) exist and its status names
-them.
+them, and a ModelDeployment naming a catalog entry once its Model exists (read from the chart's
+catalog ConfigMap in the release namespace) and it is Deploying.
 """
 
 from __future__ import annotations
@@ -184,3 +185,50 @@ def test_a_role_without_patch_on_run_status_leaves_the_status_unwritten_and_logs
         controller.stop()
     assert 'cannot patch resource \\"inferenceruns/status\\"' in refused[0], refused
     assert status == {}
+
+
+CATALOG = """\
+models:
+  - name: iris
+    source: s3://models/iris/model.joblib
+    format: sklearn
+    variants: {cpu: {}}
+"""
+
+
+def test_controller_creates_a_catalog_model_under_the_charts_rbac_with_no_403(
+    release: Release, tmp_path: Path
+) -> None:
+    release.install()
+    namespace, name = release.rendered.env["SERVING_CATALOG"].split("/")
+    assert namespace == release.system  # the chart's ConfigMap, in the release namespace
+    core: Any = client.CoreV1Api(release.api)
+    core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": name}, "data": {"catalog.yaml": CATALOG}}
+    )
+    custom: Any = client.CustomObjectsApi(release.api)
+    spec = {"model": {"catalog": {"name": "iris"}}, "runtime": {"kserve": {}}}
+    body = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ModelDeployment",
+            "metadata": {"name": "iris"}, "spec": spec}  # fmt: skip
+    controller = release.start_controller(tmp_path)
+    try:
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, release.runs, "modeldeployments", body
+        )
+
+        def deploying() -> Obj | None:
+            assert controller.refusals() == [], "\n".join(controller.refusals()[:3])
+            got = custom.get_namespaced_custom_object(
+                GROUP, VERSION, release.runs, "modeldeployments", "iris"
+            )
+            phase = (got.get("status") or {}).get("phase")
+            return got if phase not in (None, "Failed", "Pending") else None
+
+        deployment = eventually(deploying, timeout=PATIENCE, interval=0.2)
+        model = custom.get_namespaced_custom_object(GROUP, VERSION, release.runs, "models", "iris")
+    finally:
+        code = controller.stop()
+    assert controller.refusals() == [], "\n".join(controller.refusals()[:3])
+    assert code == 0, controller.text()[-3000:]
+    assert model["spec"]["source"] == "s3://models/iris/model.joblib"
+    assert deployment["status"]["phase"] == "Deploying", deployment["status"]

@@ -27,6 +27,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 
+{{/* The model catalog's ConfigMap. */}}
+{{- define "longrun.catalogName" -}}
+{{- printf "%s-model-catalog" (include "longrun.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "longrun.runnerImage" -}}
 {{- printf "%s:%s" .Values.runner.image.repository (default .Chart.AppVersion .Values.runner.image.tag) -}}
 {{- end -}}

@@ -67,6 +67,8 @@ def decide_deployment(
     spec = parse_spec(obs.obj)
     if isinstance(spec, Problem):
         return _refused(obs, settings, spec, runtime=None, now=stamp)
+    if obs.catalog is not None and obs.model is None:
+        return _refused(obs, settings, obs.catalog, runtime=spec.runtime.kind, now=stamp)
     resolved = resolve_deployment(obs.obj, spec, obs.model, settings)
     if isinstance(resolved, Problem):
         return _refused(obs, settings, resolved, runtime=spec.runtime.kind, now=stamp)

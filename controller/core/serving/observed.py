@@ -48,6 +48,7 @@ class ServingObserved:
     is what the API server answered to a child write, when only the user can fix it (a
     refusal, a name taken). `secret_answer` is what a write of the
     key Secret told this pass: it exists (AlreadyExists) or is missing (404 on a patch).
+    `catalog` is why the Model a deployment names from the catalog was not made (catalog.py).
     """
 
     obj: Obj
@@ -57,6 +58,7 @@ class ServingObserved:
     last_run_finished: datetime | None = None
     answer: Problem | None = None
     secret_answer: Literal["exists", "missing"] | None = None
+    catalog: Problem | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "active_runs", tuple(sorted(set(self.active_runs))))

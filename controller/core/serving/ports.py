@@ -20,6 +20,7 @@ from controller.core.serving.writes import ServingKind
 StatusKind = Literal["ModelDeployment", "Model"]
 # What may be read live (after AlreadyExists, when the cache may lag): never a Secret.
 ReadKind = Literal[
+    "Model",
     "ConfigMap",
     "PersistentVolumeClaim",
     "Deployment",

@@ -83,7 +83,7 @@ def first_error(exc: ValidationError) -> str:
 def model_namespace(obj: Obj, spec: ModelDeploymentSpec) -> str:
     """Where the referenced Model lives (the observer reads it from there)."""
     own = identity(obj).namespace
-    return (spec.model_ref.namespace if spec.model_ref else None) or own
+    return (spec.named_model.namespace if spec.named_model else None) or own
 
 
 @dataclass(frozen=True)
@@ -98,9 +98,9 @@ class FoundModel:
 def find_model(obj: Obj, spec: ModelDeploymentSpec, model: Obj | None) -> FoundModel | Problem:
     """The model spec to serve: inline, or the referenced Model if it may be used, at the
     generation the deployment accepted (pinning.py)."""
-    if spec.model is not None:
-        return FoundModel(spec.model, identity(obj).name)
-    ref = spec.model_ref
+    if (inline := spec.inline_model) is not None:
+        return FoundModel(inline, identity(obj).name)
+    ref = spec.named_model  # a modelRef, or the Model named after a catalog entry
     assert ref is not None  # one of the two, by the spec's validator
     own, namespace = identity(obj).namespace, model_namespace(obj, spec)
     where = f"{namespace}/{ref.name}"
@@ -115,7 +115,8 @@ def find_model(obj: Obj, spec: ModelDeploymentSpec, model: Obj | None) -> FoundM
         return Problem("spec.modelRef", "ModelNotAllowed", message)
     if model is None:
         message = f'Model "{where}" does not exist; create it and the deployment starts'
-        return Problem("spec.modelRef", "ModelNotFound", message)
+        field = "spec.modelRef" if spec.model_ref else "spec.model.catalog"
+        return Problem(field, "ModelNotFound", message)
     pin = model_pin(obj, ref, model)
     if pin.spec is None:
         assert pin.problem is not None

@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import get_args
 
-from contracts.base import DNS_LABEL
+from contracts.base import DNS_LABEL, DNS_SUBDOMAIN
 from contracts.serving import EndpointSpec
 from contracts.serving.placement import RESOURCE_NAME
 from controller.core.podpolicy import PodPolicy
+from controller.core.serving.catalog import CatalogSettings
 from controller.core.serving.egress import EgressAllowList, EgressSettingError, parse_egress
 from controller.core.serving.runtimes import ServingImages
 from controller.core.settings import (
@@ -85,6 +86,9 @@ class ServingSettings:
     # to the namespaces of SERVING_METRICS_NAMESPACES (empty: any pod). docs/serving.md.
     metrics: bool = False
     metrics_namespaces: tuple[str, ...] = ()
+    # The model catalog (catalog.py): its ConfigMap, `namespace/name` (SERVING_CATALOG; empty:
+    # none), and whether a missing Model is made from it (SERVING_CATALOG_LAZY, default on).
+    catalog: CatalogSettings = field(default_factory=CatalogSettings)
 
 
 def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSettings:
@@ -133,7 +137,20 @@ def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSe
         allowed_affinity_keys=parse_list(get("ALLOWED_AFFINITY_KEYS", "")),
         metrics=parse_bool(get("SERVING_METRICS", ""), name="SERVING_METRICS"),
         metrics_namespaces=parse_namespaces(get("SERVING_METRICS_NAMESPACES", "")),
+        catalog=parse_catalog_settings(get("SERVING_CATALOG", ""), get("SERVING_CATALOG_LAZY", "")),
     )
+
+
+def parse_catalog_settings(where: str, lazy: str) -> CatalogSettings:
+    """The catalog's ConfigMap (`namespace/name`) and lazy registration; SettingsError
+    naming a malformed value."""
+    where = where.strip()
+    namespace, _, name = where.partition("/")
+    if where and not (re.fullmatch(DNS_LABEL, namespace) and re.fullmatch(DNS_SUBDOMAIN, name)):
+        raise SettingsError(
+            f"SERVING_CATALOG={where!r} is not namespace/name of the catalog ConfigMap"
+        )
+    return CatalogSettings(where, parse_bool(lazy or "true", name="SERVING_CATALOG_LAZY"))
 
 
 def parse_resource_name(text: str) -> str:

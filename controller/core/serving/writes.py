@@ -17,5 +17,6 @@ ServingKind = Literal[
     "Certificate",
     "Ingress",
     "ModelDeployment",
+    "Model",
 ]
 Write = Create[ServingKind] | Patch[ServingKind]
