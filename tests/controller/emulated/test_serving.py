@@ -176,10 +176,11 @@ def test_a_deleted_key_secret_is_made_again_with_new_keys(env: Env, serving: Ser
         timeout=30,
     )
     assert keys["version"] != first["version"]
-    assert keys_of(serving) != old
+    eventually(lambda: keys_of(serving) != old, timeout=15)
     eventually(lambda: "KeysRotated" in {e["reason"] for e in env.events()}, timeout=15)
     # The pod still waits (no kubelet here to retry it): the status names what it lacks.
-    assert 'secret "iris-api-keys" not found' in serving.status()["message"]
+    missing_named = 'secret "iris-api-keys" not found'
+    eventually(lambda: missing_named in (serving.status().get("message") or ""), timeout=15)
 
 
 def test_a_secret_of_that_name_not_ours_is_left_alone(env: Env, serving: Serving) -> None:
