@@ -127,6 +127,11 @@ def pod_job_name(pod: Obj) -> str | None:
     return next((labels[k] for k in JOB_NAME_LABELS if labels.get(k)), None)
 
 
+def runner_ended(pod: Obj) -> bool:
+    """Whether the pod's runner container has terminated (its summary is in its state)."""
+    return _terminated(pod) is not None
+
+
 def _terminated(pod: Obj) -> Obj | None:
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == names.CONTAINER_NAME:

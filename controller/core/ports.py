@@ -46,6 +46,9 @@ class Children:
     jobs: list[Obj] = field(default_factory=list)  # Jobs spawned by the run's CronJob
     pods: list[Obj] = field(default_factory=list)
     workload: Obj | None = None  # Kueue's Workload of the one-shot run's Job
+    # Pods deleted after their runner container ended, as the watch last delivered them: a
+    # suspended or cancelled Job's pods go at once, and the runner's summary with them.
+    stopped_pods: list[Obj] = field(default_factory=list)
 
 
 class Cluster(Protocol):

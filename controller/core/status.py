@@ -70,6 +70,7 @@ class Observed:
     cron_job: Obj | None = None
     jobs: Sequence[Obj] = ()
     pods: Sequence[Obj] = ()
+    stopped_pods: Sequence[Obj] = ()  # deleted after their runner ended (ports.Children)
     workload: Obj | None = None  # Kueue's Workload of the one-shot run's Job, if any
     problem: Problem | None = None
     answer: Problem | None = None
@@ -78,6 +79,7 @@ class Observed:
     def __post_init__(self) -> None:
         object.__setattr__(self, "jobs", tuple(self.jobs))
         object.__setattr__(self, "pods", tuple(self.pods))
+        object.__setattr__(self, "stopped_pods", tuple(self.stopped_pods))
 
     @property
     def generation(self) -> int:
@@ -147,7 +149,7 @@ def one_shot_status(obs: Observed, *, problem: Problem | None, now: datetime) ->
         job_name=job_name,
         start_time=start,
         completion_time=state.finish_time if state and phase in FINISHED else None,
-        result=_final_result(phase, exit_, prev),
+        result=_final_result(phase, exit_, prev, stopped=_stopped_exit(obs, job_name)),
     )
 
 
@@ -158,21 +160,32 @@ def _earliest(*times: datetime | None) -> datetime | None:
 
 
 def _final_result(
-    phase: str, exit_: RunnerExit | None, prev: InferenceRunStatus
+    phase: str,
+    exit_: RunnerExit | None,
+    prev: InferenceRunStatus,
+    *,
+    stopped: RunnerExit | None = None,
 ) -> RunResult | None:
     """The runner's summary once the run finished (none before: a stopped or retried pod's
-    summary is not the run's). Cancelled: the summary the runner wrote on SIGTERM, or the
-    last progress it reported, whichever counted more (both are whole-run counts)."""
+    summary is not the run's). Cancelled: the summary the runner wrote on SIGTERM (from its
+    pod, or from the pod's last state when the Job controller deleted it before this pass),
+    or the last progress it reported, whichever counted more (all are whole-run counts)."""
     if phase not in FINISHED:
         return None
     found = exit_.result if exit_ and exit_.result else prev.result
     if phase != "Cancelled":
         return found
+    summaries = (found, stopped.result if stopped else None, _progress_result(prev))
     return max(
-        (r for r in (found, _progress_result(prev)) if r is not None),
+        (r for r in summaries if r is not None),
         key=lambda r: r.records_written + r.records_failed,
         default=None,
     )
+
+
+def _stopped_exit(obs: Observed, job_name: str | None) -> RunnerExit | None:
+    """The runner's exit from the Job's pods deleted after it ended (a cancelled Job's)."""
+    return runner_exit(obs.stopped_pods, job_name) if job_name and obs.stopped_pods else None
 
 
 def _progress_result(prev: InferenceRunStatus) -> RunResult | None:

@@ -23,6 +23,7 @@ from typing import Protocol
 
 from contracts.resources import GROUP, VERSION
 from controller.core import names
+from controller.core.jobs import runner_ended
 from controller.core.ports import ApiError, Children, EventType, Kind, Obj, StatusKind
 from controller.core.routing import (
     Generation,
@@ -44,6 +45,7 @@ from controller.kube.workloads import WorkloadIndex, serves_workloads
 
 log = logging.getLogger(__name__)
 CHILD_KINDS = ("ConfigMap", "Job", "CronJob", "Pod")
+STOPPED_PODS_PER_RUN = 4  # the last deleted pods whose runner ended, kept per run
 SPEC_KINDS = ("InferenceRun", "InferenceConfig")  # reconciled on spec changes only
 
 
@@ -75,6 +77,10 @@ class KubeCluster(CachedKinds):
         self._now = now
         self._generations: dict[str, Generation] = {}
         self._children: dict[tuple[str, str], Obj] = {}  # the last event's child, as kept
+        # run key -> pod key -> the pod's last state, for pods deleted after their runner
+        # ended (Children.stopped_pods); forgotten with the run.
+        self._stopped: dict[str, dict[str, Obj]] = {}
+        self._stopped_lock = threading.Lock()
         self._events: queue.Queue[Obj | None] = queue.Queue()
         self._event_thread = threading.Thread(target=self._post_events, name="events", daemon=True)
         self._listeners: list[Listener] = []
@@ -94,8 +100,13 @@ class KubeCluster(CachedKinds):
             return
         if kind == "InferenceRun":
             self.index.set_use(key, config_of(obj) if present else None)
+            if not present:
+                with self._stopped_lock:
+                    self._stopped.pop(key, None)
         elif (run := run_of(obj)) is not None:
             self.index.set_child(kind, run, key, present=present)
+            if kind == "Pod" and not present and runner_ended(obj):
+                self._keep_stopped(run, key, obj)
         written = self._delivered(kind, key, obj, present=present)
         found = wakes(
             kind,
@@ -111,6 +122,13 @@ class KubeCluster(CachedKinds):
             self._enqueue(wake.key, urgent=wake.urgent, batched=wake.batched)
         for listener in self._listeners:
             listener(kind, obj, present)
+
+    def _keep_stopped(self, run: str, key: str, pod: Obj) -> None:
+        with self._stopped_lock:
+            pods = self._stopped.setdefault(run, {})
+            pods[key] = pod
+            while len(pods) > STOPPED_PODS_PER_RUN:  # the first deleted go first
+                del pods[next(iter(pods))]
 
     def _on_workload(self, key: str, obj: Obj, *, present: bool) -> None:
         """A Kueue Workload wakes the run of the Job that owns it (batched, like a child)."""
@@ -218,7 +236,13 @@ class KubeCluster(CachedKinds):
             cron_job=next(iter(found["CronJob"]), None),
             jobs=[j for j in jobs if owner_kind(j) == "CronJob"],
             pods=found["Pod"],
+            stopped_pods=self._stopped_of(run, {object_key(p) for p in found["Pod"]}),
         )
+
+    def _stopped_of(self, run: str, cached: set[str]) -> list[Obj]:
+        with self._stopped_lock:
+            pods = self._stopped.get(run) or {}
+            return [pod for key, pod in pods.items() if key not in cached]
 
     def job_pods(self, namespace: str, job_name: str) -> list[Obj]:
         """A live list of a Job's pods."""

@@ -60,6 +60,7 @@ def observe(
         cron_job=children.cron_job,
         jobs=children.jobs,
         pods=children.pods,
+        stopped_pods=children.stopped_pods,
         workload=children.workload,
         problem=problem,
     )

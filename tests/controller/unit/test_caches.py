@@ -159,6 +159,40 @@ def test_pod_updates_wake_the_run_batched_only_when_they_change_what_is_read() -
     assert added == [("ns/run", True), ("ns/run", True)]
 
 
+def _deleted(cluster: KubeCluster, raw: Obj) -> None:
+    cluster._on_event("Pod", kept("Pod", raw), present=False)
+
+
+def _named(raw: Obj, name: str) -> Obj:
+    raw["metadata"]["name"] = name
+    return raw
+
+
+def test_a_pod_deleted_after_its_runner_ended_stays_readable_for_its_run() -> None:
+    cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=lambda key, **_: None)
+    ended = pod("Failed", containerStatuses=terminated('{"recordsWritten": 240}'))
+    cluster._on_event("Pod", kept("Pod", ended), present=True)
+    _deleted(cluster, ended)
+    _deleted(cluster, _named(pod("Running"), "run-x2"))  # its runner had not ended: not kept
+    children = cluster.children(NS, "run")
+    assert children.pods == []
+    [stopped] = children.stopped_pods
+    state = stopped["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert state["message"] == '{"recordsWritten": 240}'
+
+
+def test_stopped_pods_are_few_per_run_and_go_with_the_run() -> None:
+    cluster = KubeCluster(Transport(k8s.ApiClient()), enqueue=lambda key, **_: None)
+    for index in range(6):
+        message = f'{{"recordsWritten": {index}}}'
+        _deleted(cluster, _named(pod("Failed", containerStatuses=terminated(message)), f"p{index}"))
+    kept_names = [p["metadata"]["name"] for p in cluster.children(NS, "run").stopped_pods]
+    assert kept_names == ["p2", "p3", "p4", "p5"]  # the last four deleted
+    run_obj = {"kind": "InferenceRun", "metadata": {"name": "run", "namespace": NS}, "spec": {}}
+    cluster._on_event("InferenceRun", run_obj, present=False)
+    assert cluster.children(NS, "run").stopped_pods == []
+
+
 class EchoFirst:
     """A transport whose answer to a write comes after the watch delivered its echo."""
 

@@ -176,6 +176,27 @@ def test_the_summary_wins_over_an_older_progress_report() -> None:
     assert result is not None and result.records_written == 290
 
 
+def test_the_summary_of_a_pod_deleted_before_the_pass_wins_over_the_progress_report() -> None:
+    # The Job controller deletes a suspended Job's pods as soon as the runner ends: its
+    # SIGTERM summary reaches the pass only as the deleted pod's last state.
+    progress = RunProgress(job_name="run", records_read=230, records_written=230, updated_at=NOW)
+    previous = InferenceRunStatus(phase="Cancelled", job_name="run", progress=progress)
+    gone = pod("run", exit_code=143, message=CANCELLED_SUMMARY)
+    cancelled = job(suspend=True, status=suspended())
+    obs = observed({"cancel": True}, job=cancelled, stopped_pods=[gone], previous=previous)
+    result = decide(obs, SETTINGS, now=NOW).status.result
+    assert result is not None and (result.records_written, result.records_failed) == (290, 10)
+
+
+def test_a_deleted_pods_summary_is_not_the_result_of_a_run_that_was_not_cancelled() -> None:
+    # A suspended (not cancelled) run is not finished: no result, whatever its pods said.
+    gone = pod("run", exit_code=143, message=CANCELLED_SUMMARY)
+    obs = observed(
+        {"suspend": True}, job=job(suspend=True, status=suspended()), stopped_pods=[gone]
+    )
+    assert decide(obs, SETTINGS, now=NOW).status.result is None
+
+
 def test_a_cancelled_run_is_deleted_by_delete_on_completion_not_on_success() -> None:
     policy = {names.POLICY_ANNOTATION: "DeleteOnCompletion", names.DELAY_ANNOTATION: "0"}
     cancelled = job(suspend=True, status=suspended(), annotations=policy)
