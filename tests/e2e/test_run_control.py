@@ -63,8 +63,11 @@ def test_a_suspended_then_resumed_run_writes_every_record_exactly_once(
     uid = run_uid(system, ns, "pause")
     eventually(lambda: chunks(out) >= 2, timeout=60)
     wait_phase(system, ns, "pause", "Running")
+    # The first report may be from before the first chunk: wait for one that counts writes.
     progress = eventually(
-        lambda: progress_of(system, ns, "pause").get("text") and progress_of(system, ns, "pause"),
+        lambda: (
+            (p := progress_of(system, ns, "pause")).get("recordsWritten") and p.get("text") and p
+        ),
         timeout=30,
     )
     assert progress["recordsWritten"] > 0 and progress["updatedAt"]
