@@ -16,10 +16,10 @@ and after each server: compare only within one run.
 
     python bench/concurrency.py --servers triton,kserve,mlserver --seconds 15
     python bench/concurrency.py --servers vllm --protocols openai-chat --seconds 20
-    python bench/concurrency.py --servers llama-chat --server-args=--workers=4   # 4 slots
+    python bench/concurrency.py --servers llama-server --server-args=--parallel=4   # 4 slots
 
-`--server-args` go to the server's script (llama-chat `--workers N`: N processes, the stand-in
-here for llama.cpp's `--parallel N`; vllm `--max-num-seqs N`).
+`--server-args` go to the server's script (llama-server `--parallel N`: llama.cpp's slots;
+vllm `--max-num-seqs N`). Servers that take an API key (vllm, llama-server) get one.
 """
 
 from __future__ import annotations
@@ -42,12 +42,14 @@ sys.path.insert(0, str(HERE))
 from direct_clients import FEATURES, IRIS  # noqa: E402
 
 from e2e.peers.server import PeerServer, start  # noqa: E402
+from e2e.peers.specs import server_spec  # noqa: E402
 
 PROTOCOLS = {
     "triton": ("kserve-v2", "triton-grpc"),
     "kserve": ("kserve-v2",),
     "mlserver": ("kserve-v2",),
     "llama-chat": ("openai-chat",),
+    "llama-server": ("openai-chat",),
     "vllm": ("openai-chat",),
 }
 LLM = ("openai-chat", "openai-completions", "openai-embeddings")
@@ -173,7 +175,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="longrun-concurrency-") as name:
         tmp = Path(name)
         for server_name in args.servers.split(","):
-            key = API_KEY if server_name.startswith("vllm") else None
+            key = API_KEY if server_spec(server_name).api_key_env else None
             with start(server_name, api_key=key, args=server_args) as server:
                 if key:
                     (tmp / "secrets" / "key").mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,9 @@ from typing import NoReturn
 import pytest
 
 from e2e.ci import is_ci
-from e2e.peers.envs import EnvBuildError
+from e2e.peers.envs import EnvBuildError, env_path, is_ready
 from e2e.peers.server import PeerServer, PeerStartError, start
+from e2e.peers.specs import server_spec
 
 
 def skip_or_fail(reason: str) -> NoReturn:
@@ -25,16 +26,20 @@ def skip_or_fail(reason: str) -> NoReturn:
     pytest.skip(reason)
 
 
-def start_or_skip(name: str, *, api_key: str | None = None) -> PeerServer:
+def start_or_skip(
+    name: str, *, api_key: str | None = None, args: tuple[str, ...] = ()
+) -> PeerServer:
     """``start(name)``, turning a build or start failure into ``skip_or_fail``."""
     try:
-        return start(name, api_key=api_key)
+        return start(name, api_key=api_key, args=args)
     except (EnvBuildError, PeerStartError, OSError) as exc:
         skip_or_fail(f"real {name} server unavailable: {exc}")
 
 
-def _serve(name: str, *, api_key: str | None = None) -> Iterator[PeerServer]:
-    with start_or_skip(name, api_key=api_key) as server:
+def _serve(
+    name: str, *, api_key: str | None = None, args: tuple[str, ...] = ()
+) -> Iterator[PeerServer]:
+    with start_or_skip(name, api_key=api_key, args=args) as server:
         yield server
 
 
@@ -83,3 +88,14 @@ def vllm_embeddings_server() -> Iterator[PeerServer]:
     """vLLM's pooling runner on the same model: /v1/embeddings (128 wide), asking for
     ``server.api_key``; as costly as ``vllm_server``."""
     yield from _serve("vllm-embeddings", api_key=secrets.token_urlsafe(16))
+
+
+@pytest.fixture(scope="session")
+def llama_server_4_slots() -> Iterator[PeerServer]:
+    """llama.cpp's own ``llama-server`` with ``--parallel 4`` (4 slots), asking for
+    ``server.api_key``. Its env compiles llama.cpp and is not built by a plain ``prepare``:
+    without it the test skips, in CI too (``python -m e2e.peers prepare llamacpp``)."""
+    if not is_ready(env_path(server_spec("llama-server").env)):
+        pytest.skip("llama-server not prepared: python -m e2e.peers prepare llamacpp")
+    key = secrets.token_urlsafe(16)
+    yield from _serve("llama-server", api_key=key, args=("--parallel", "4"))

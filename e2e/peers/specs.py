@@ -39,6 +39,8 @@ class EnvSpec:
     description: str = ""
     remove: tuple[str, ...] = ()
     setup: str | None = None
+    # Whether `prepare` without names builds it (not part of the cache key).
+    default: bool = True
 
     @property
     def setup_path(self) -> Path | None:
@@ -118,6 +120,15 @@ _ENVS = (
         setup="vllm_setup.py",
         description="vLLM's OpenAI server (CPU build) with a tiny random llama made locally",
     ),
+    EnvSpec(
+        name="llamacpp",
+        # llama.cpp's own `llama-server` (slots: --parallel N), compiled by the setup script
+        # from the llama-cpp-python sdist's vendored llama.cpp; gguf writes the model.
+        requirements=("gguf==0.19.0",),
+        setup="llamacpp_build.py",
+        description="llama.cpp's own llama-server (compiled here) with the tiny random GGUF",
+        default=False,
+    ),
 )
 
 _SERVERS = (
@@ -190,6 +201,15 @@ _SERVERS = (
         startup_timeout=480.0,
         stop_timeout=30.0,
         api_key_env="VLLM_API_KEY",
+    ),
+    ServerSpec(
+        name="llama-server",
+        env="llamacpp",
+        script="llamacpp_server.py",
+        protocols=(HTTP,),
+        ready_path="/health",  # open with --api-key too; 503 while the model loads
+        models=("tiny-llama",),
+        api_key_env="LLAMA_API_KEY",
     ),
 )
 
