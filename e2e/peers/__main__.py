@@ -26,10 +26,9 @@ def _say(message: str) -> None:
 
 
 def cmd_prepare(names: Sequence[str]) -> int:
-    """Build (or reuse) the envs of ``names`` (the default ones if empty), printing timings."""
+    """Build (or reuse) the envs of ``names`` (all if empty), printing timings."""
     failed = 0
-    defaults = [name for name, spec in ENVS.items() if spec.default]
-    for env_name in env_names_for(list(names) or defaults):
+    for env_name in env_names_for(list(names) or list(ENVS)):
         try:
             env = ensure_env(env_name, progress=_say)
         except EnvBuildError as exc:
@@ -75,7 +74,7 @@ def cmd_serve(name: str, *, ports: dict[str, int], timeout: float | None) -> int
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m e2e.peers", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    prepare = sub.add_parser("prepare", help="build the server envs (the default ones if no names)")
+    prepare = sub.add_parser("prepare", help="build the server envs (all if no names)")
     prepare.add_argument("names", nargs="*", help=f"envs or servers: {', '.join(ENVS)}")
     sub.add_parser("list", help="list servers and whether their env is built")
     serve = sub.add_parser("serve", help="run one server until SIGINT/SIGTERM")

@@ -14,9 +14,8 @@ from typing import NoReturn
 import pytest
 
 from e2e.ci import is_ci
-from e2e.peers.envs import EnvBuildError, env_path, is_ready
+from e2e.peers.envs import EnvBuildError
 from e2e.peers.server import PeerServer, PeerStartError, start
-from e2e.peers.specs import server_spec
 
 
 def skip_or_fail(reason: str) -> NoReturn:
@@ -93,9 +92,6 @@ def vllm_embeddings_server() -> Iterator[PeerServer]:
 @pytest.fixture(scope="session")
 def llama_server_4_slots() -> Iterator[PeerServer]:
     """llama.cpp's own ``llama-server`` with ``--parallel 4`` (4 slots), asking for
-    ``server.api_key``. Its env compiles llama.cpp and is not built by a plain ``prepare``:
-    without it the test skips, in CI too (``python -m e2e.peers prepare llamacpp``)."""
-    if not is_ready(env_path(server_spec("llama-server").env)):
-        pytest.skip("llama-server not prepared: python -m e2e.peers prepare llamacpp")
+    ``server.api_key``; its env compiles llama.cpp (~9 min the first time)."""
     key = secrets.token_urlsafe(16)
     yield from _serve("llama-server", api_key=key, args=("--parallel", "4"))

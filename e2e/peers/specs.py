@@ -39,8 +39,6 @@ class EnvSpec:
     description: str = ""
     remove: tuple[str, ...] = ()
     setup: str | None = None
-    # Whether `prepare` without names builds it (not part of the cache key).
-    default: bool = True
 
     @property
     def setup_path(self) -> Path | None:
@@ -127,7 +125,6 @@ _ENVS = (
         requirements=("gguf==0.19.0",),
         setup="llamacpp_build.py",
         description="llama.cpp's own llama-server (compiled here) with the tiny random GGUF",
-        default=False,
     ),
 )
 

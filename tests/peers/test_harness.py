@@ -2,8 +2,7 @@
 
 Real: the file system cache layout, lock and marker files, and (for the process tests) the real
 KServe server from its cached env, its process group and log. Faked: nothing but a hand-written
-marker for the reuse test (so it runs without building an env), a port held busy on purpose, and
-`ensure_env` in the test of which envs a plain `prepare` builds.
+marker for the reuse test (so it runs without building an env) and a port held busy on purpose.
 """
 
 from __future__ import annotations
@@ -16,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import e2e.peers.__main__ as peers_cli
 from e2e.peers import ENVS, EnvBuildError, PeerStartError, UnknownPeerError, ensure_env, start
-from e2e.peers.envs import MARKER, PreparedEnv, env_key, env_path, is_ready
+from e2e.peers.envs import MARKER, env_key, env_path, is_ready
 from e2e.peers.fixtures import is_ci, skip_or_fail
 from e2e.peers.specs import env_names_for, server_spec
 
@@ -87,24 +85,6 @@ def test_is_ci_reads_ci_variable(
 def test_server_names_map_to_their_envs_once() -> None:
     names = env_names_for(["llama-chat", "llama-embeddings", "kserve", "llama"])
     assert names == ["llama", "kserve"]
-
-
-def test_plain_prepare_leaves_out_the_env_that_compiles_llama_server(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    built: list[str] = []
-
-    def fake_ensure_env(name: str, **_: object) -> PreparedEnv:
-        built.append(name)
-        return PreparedEnv(name, tmp_path, "", built_now=False, seconds=0.0)
-
-    monkeypatch.setattr(peers_cli, "ensure_env", fake_ensure_env)
-    assert peers_cli.cmd_prepare([]) == 0
-    assert "llamacpp" not in built
-    assert {"kserve", "llama", "vllm"} <= set(built)
-    built.clear()
-    assert peers_cli.cmd_prepare(["llama-server"]) == 0
-    assert built == ["llamacpp"]
 
 
 def test_llama_server_env_is_not_named_like_the_llama_env() -> None:

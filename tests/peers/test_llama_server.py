@@ -3,8 +3,9 @@
 Real: `llama-server` compiled from the llama.cpp source that llama-cpp-python's sdist vendors
 (the `llamacpp` peer env), started with `--parallel 4` and an API key; its HTTP stack and
 `requests`. Faked: only the model, the tiny random GGUF llama of `llama_server.py`, whose text
-is nonsense. Skips when the env is not prepared (`python -m e2e.peers prepare llamacpp`, a
-compile of ~10-25 min), in CI too; a prepared env that fails to start fails in CI.
+is nonsense. The fixture builds the env when it is missing (a compile of ~10-25 min; `python
+-m e2e.peers prepare` builds it with the others); a server that cannot be built or started
+skips locally and fails in CI, like every peer.
 """
 
 from __future__ import annotations
