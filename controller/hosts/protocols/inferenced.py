@@ -14,28 +14,14 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from controller.hosts.client import HostClient
-from controller.hosts.protocols.base import model_ids
-
-MODELS = "/v1/models"
+from controller.hosts.protocols.openai import OpenAIProtocol
 
 
-class InferencedProtocol:
-    """An inferenced daemon: loads models on `POST /admin/models`."""
+class InferencedProtocol(OpenAIProtocol):
+    """An inferenced daemon: the OpenAI surface, and loads models on `POST /admin/models`."""
 
     name = "inferenced"
     can_load = True
-
-    def normalize(self, model: str) -> str:
-        """Names compare as they are."""
-        return model
-
-    def health(self, client: HostClient) -> None:
-        """`GET /v1/models` answers with a model list."""
-        model_ids(client.request("GET", MODELS), path=MODELS)
-
-    def list(self, client: HostClient) -> list[str]:
-        """The ids of `GET /v1/models`."""
-        return model_ids(client.request("GET", MODELS), path=MODELS)
 
     def load(self, client: HostClient, model: str, *, source: str | None) -> None:
         """`POST /admin/models`."""
