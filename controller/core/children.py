@@ -56,13 +56,14 @@ def service_account_of(resolved: Resolved, settings: Settings) -> str | None:
     return resolved.config_spec.pod.service_account_name or settings.runner_service_account
 
 
-def owner_reference(run: ObjectIdentity) -> Manifest:
-    """An owner reference making the run the controller of a child (deletion cascades)."""
+def owner_reference(owner: ObjectIdentity, kind: str = "InferenceRun") -> Manifest:
+    """An owner reference making `owner` (a run, or a longrun object of `kind`) the controller
+    of a child: deleting it cascades."""
     return {
         "apiVersion": API_VERSION,
-        "kind": "InferenceRun",
-        "name": run.name,
-        "uid": run.uid,
+        "kind": kind,
+        "name": owner.name,
+        "uid": owner.uid,
         "controller": True,
         "blockOwnerDeletion": True,
     }

@@ -17,7 +17,7 @@ from typing import Any
 
 from contracts.resources import API_VERSION
 from controller.core.builders import spec_hash
-from controller.core.children import ObjectIdentity
+from controller.core.children import ObjectIdentity, owner_reference
 from controller.core.fleets import names
 from controller.core.fleets.addresses import family
 from controller.core.names import SPEC_HASH_ANNOTATION
@@ -36,24 +36,12 @@ class Endpoint:
     ready: bool
 
 
-def owner_reference(owner: ObjectIdentity) -> Manifest:
-    """The InferenceModel as controller of a child: the garbage collector cascades."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": owner.name,
-        "uid": owner.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
 def _metadata(owner: ObjectIdentity, name: str) -> Manifest:
     return {
         "name": name,
         "namespace": owner.namespace,
         "labels": names.labels(owner.name),
-        "ownerReferences": [owner_reference(owner)],
+        "ownerReferences": [owner_reference(owner, KIND)],
     }
 
 

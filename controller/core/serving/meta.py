@@ -5,24 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from contracts.resources import API_VERSION
 from controller.core.builders import ObjectIdentity, spec_hash
+from controller.core.children import owner_reference
 from controller.core.serving import names
 
 Manifest = dict[str, Any]
 KIND = "ModelDeployment"
-
-
-def owner_reference(owner: ObjectIdentity) -> Manifest:
-    """The ModelDeployment as controller of a child: the garbage collector cascades."""
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": owner.name,
-        "uid": owner.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 def child_metadata(owner: ObjectIdentity, name: str, *, owned: bool = True) -> Manifest:
@@ -34,7 +22,7 @@ def child_metadata(owner: ObjectIdentity, name: str, *, owned: bool = True) -> M
         "annotations": {names.DEPLOYMENT_ANNOTATION: owner.name},
     }
     if owned:
-        meta["ownerReferences"] = [owner_reference(owner)]
+        meta["ownerReferences"] = [owner_reference(owner, KIND)]
     return meta
 
 
