@@ -172,12 +172,33 @@ class DirectClient(Protocol):
 
 def iris_values(batch: list[InputRecord]) -> list[float]:
     """The batch's features, flat and row-major (every record holds the four, in order)."""
+    if isinstance(batch, ColumnBatch):
+        return batch.matrix.ravel().tolist()
     return list(chain.from_iterable([record.data.values() for record in batch]))
 
 
 def fp32_bytes(values: list[float]) -> bytes:
     """Little-endian FP32: struct packs a list of floats in half numpy's time."""
     return struct.pack(f"<{len(values)}f", *values)
+
+
+class ColumnBatch(list[InputRecord]):
+    """A batch read from Parquet by the direct program: no records, its [B, 4] matrix built
+    from the Arrow columns; `len()` is its row count."""
+
+    def __init__(self, matrix: np.ndarray[Any, Any]) -> None:
+        super().__init__()
+        self.matrix = matrix
+
+    def __len__(self) -> int:
+        return len(self.matrix)
+
+
+def tensor_bytes(batch: list[InputRecord]) -> bytes:
+    """The batch's FP32 tensor: from its columns (ColumnBatch), else from its records."""
+    if isinstance(batch, ColumnBatch):
+        return batch.matrix.astype("<f4").tobytes()
+    return fp32_bytes(iris_values(batch))
 
 
 def per_row(values: list[Any], shape: Sequence[int]) -> list[Any]:
@@ -242,7 +263,10 @@ class HandV1(HandRest):
         super().__init__(endpoint, f"/v1/models/{endpoint.name}:predict")
 
     def __call__(self, batch: list[InputRecord]) -> list[Any]:
-        rows = [list(record.data.values()) for record in batch]
+        if isinstance(batch, ColumnBatch):
+            rows = batch.matrix.tolist()
+        else:
+            rows = [list(record.data.values()) for record in batch]
         _, data = self.post(JSON.encode({"instances": rows}).encode())
         return json.loads(data)["predictions"]  # type: ignore[no-any-return]
 
@@ -287,7 +311,7 @@ class HandV2Binary(HandRest):
 
     def __call__(self, batch: list[InputRecord]) -> list[Any]:
         head, headers = self._head(len(batch))
-        response, data = self.post(head + fp32_bytes(iris_values(batch)), headers)
+        response, data = self.post(head + tensor_bytes(batch), headers)
         offset = int(response.getheader("Inference-Header-Content-Length") or 0)
         columns = []
         for output in json.loads(data[:offset])["outputs"]:
@@ -308,7 +332,7 @@ def infer_head(model: str, rows: int) -> bytes:
 
 def infer_request(model: str, batch: list[InputRecord]) -> bytes:
     """The serialised ModelInferRequest: its constant head, the tensor appended as raw bytes."""
-    raw = fp32_bytes(iris_values(batch))
+    raw = tensor_bytes(batch)
     return infer_head(model, len(batch)) + RAW_INPUT_TAG + varint(len(raw)) + raw
 
 

@@ -54,8 +54,14 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -66,6 +72,7 @@ from direct_clients import (  # noqa: E402
     IRIS,
     PROMPTS,
     SERVER_PROTOCOLS,
+    ColumnBatch,
     DirectClient,
     HandBatchLines,
     hand_client,
@@ -79,7 +86,7 @@ from e2e.peers.server import PeerServer, start  # noqa: E402
 from runners.api import InputRecord  # noqa: E402
 from runners.cli import settle_garbage_collector  # noqa: E402
 
-CHUNK = 10_000
+PARQUET_ROW_GROUP = 65_536
 BATCH_LINES = "openai-batch"  # not a protocol: the input format of the LLM servers' runs
 LLM_SERVERS = {"vllm": [("batch lines, chat", BATCH_LINES)]}
 LLM_SERVERS["llama-chat"] = LLM_SERVERS["vllm"]
@@ -87,7 +94,13 @@ MAX_TOKENS = 16
 
 
 def write_input(path: Path, count: int, *, lines: bool = False) -> None:
-    """`count` iris records, one JSON object per line; or `count` OpenAI batch chat lines."""
+    """`count` iris records, one JSON object per line (a Parquet table when `path` ends in
+    .parquet: one float64 column per feature, row groups of PARQUET_ROW_GROUP); or `count`
+    OpenAI batch chat lines."""
+    if path.suffix == ".parquet":
+        columns = {name: [IRIS[i % 3][n] for i in range(count)] for n, name in enumerate(FEATURES)}
+        pq.write_table(pa.table(columns), path, row_group_size=PARQUET_ROW_GROUP)
+        return
     with path.open("w") as handle:
         for i in range(count):
             handle.write(json.dumps(batch_line(i) if lines else iris_row(i)) + "\n")
@@ -118,7 +131,8 @@ def direct_client(protocol: str, url: str, model: str, binary: bool) -> Callable
 
 def direct(args: argparse.Namespace) -> None:
     """Read, batch, call with C threads, write: prints {"records", "seconds", "cpu", "tokens"}
-    (completion tokens: of batch lines only)."""
+    (completion tokens: of batch lines only). JSON with orjson, Parquet with pyarrow: the
+    leanest program a data team would write today."""
     make = direct_client(args.protocol, args.url, args.model, args.binary)
     local = threading.local()
 
@@ -128,36 +142,87 @@ def direct(args: argparse.Namespace) -> None:
             client = local.client = make()
         return client(batch)
 
-    encode = json.JSONEncoder().encode
-    line = batch_output if args.protocol == BATCH_LINES else row_output
+    parquet = args.input.endswith(".parquet")
     settle_garbage_collector()
     started, cpu0 = time.perf_counter(), time.process_time()
-    written = tokens = 0
-    with (
-        open(args.input) as source,
-        open(args.output, "w") as out,
-        ThreadPoolExecutor(args.concurrency) as pool,
-    ):
+    tokens = 0
+    with ThreadPoolExecutor(args.concurrency) as pool:
         pending: deque[tuple[list[InputRecord], Future[list[Any]]]] = deque()
 
-        def write_one() -> int:
+        def answered() -> Iterator[tuple[list[InputRecord], list[Any]]]:
             nonlocal tokens
             batch, future = pending.popleft()
             found = future.result()
             if args.protocol == BATCH_LINES:
                 tokens += sum(p["body"]["usage"]["completion_tokens"] for p in found)
-            lines = [encode(line(r, p)) for r, p in zip(batch, found, strict=True)]
-            out.write("\n".join(lines) + "\n")
-            return len(lines)
+            yield batch, found
 
-        for batch in batches(source, args.batch_size):
-            pending.append((batch, pool.submit(call, batch)))
-            if len(pending) >= 2 * args.concurrency:
-                written += write_one()
-        while pending:
-            written += write_one()
+        def results(source: Iterator[list[InputRecord]]) -> Iterator[tuple[Any, list[Any]]]:
+            for batch in source:
+                pending.append((batch, pool.submit(call, batch)))
+                if len(pending) >= 2 * args.concurrency:
+                    yield from answered()
+            while pending:
+                yield from answered()
+
+        if parquet:
+            written = write_parquet(results(column_batches(args.input, args.batch_size)), args)
+        else:
+            with open(args.input) as source:
+                written = write_lines(results(batches(source, args.batch_size)), args)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu0
     print(json.dumps({"records": written, "seconds": seconds, "cpu": cpu, "tokens": tokens}))
+
+
+def write_lines(answers: Iterator[tuple[Any, list[Any]]], args: argparse.Namespace) -> int:
+    """One JSON line per record, as the runner writes them (`row_output`, `batch_output`)."""
+    line = batch_output if args.protocol == BATCH_LINES else row_output
+    written = 0
+    with open(args.output, "wb") as out:
+        for batch, found in answers:
+            rows = [line(r, p) for r, p in zip(batch, found, strict=True)]
+            out.write(b"".join(orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE) for row in rows))
+            written += len(rows)
+    return written
+
+
+def column_batches(path: str, size: int) -> Iterator[list[InputRecord]]:
+    """Batches of `size` rows of a Parquet file, each tensor built from its Arrow columns."""
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=size, columns=list(FEATURES)):
+        yield ColumnBatch(np.column_stack([column.to_numpy() for column in batch.columns]))
+
+
+def write_parquet(answers: Iterator[tuple[Any, list[Any]]], args: argparse.Namespace) -> int:
+    """Parquet with the runner's output columns (id, position, prediction), a row group per
+    PART rows, as the runner writes a part per chunk."""
+    written, parts = 0, list[tuple[pa.Array, pa.Array, pa.Array]]()
+    writer: pq.ParquetWriter | None = None
+
+    def flush() -> None:
+        nonlocal writer, parts
+        columns = [pa.concat_arrays(list(c)) for c in zip(*parts, strict=True)]
+        table = pa.table(columns, names=OUTPUT_COLUMNS)
+        writer = writer or pq.ParquetWriter(args.output, table.schema)
+        writer.write_table(table)
+        parts = []
+
+    try:
+        for batch, found in answers:
+            positions = pa.array(np.arange(written, written + len(batch), dtype=np.int64))
+            parts.append((positions.cast(pa.string()), positions, pa.array(found)))
+            written += len(batch)
+            if written % PART < len(batch):
+                flush()
+        if parts:
+            flush()
+    finally:
+        if writer is not None:
+            writer.close()
+    return written
+
+
+OUTPUT_COLUMNS = ["id", "position", "prediction"]
+PART = 10_000
 
 
 def row_output(record: InputRecord, prediction: Any) -> dict[str, Any]:
@@ -185,7 +250,7 @@ def batches(lines: Iterator[str], size: int) -> Iterator[list[InputRecord]]:
     """InputRecords of `size` records, each's id its position (as the runner's)."""
     batch: list[InputRecord] = []
     for position, line in enumerate(lines):
-        batch.append(InputRecord(position, str(position), json.loads(line)))
+        batch.append(InputRecord(position, str(position), orjson.loads(line)))
         if len(batch) == size:
             yield batch
             batch = []
@@ -199,24 +264,34 @@ Found = tuple[int, float, float, int]  # records, seconds, CPU seconds, completi
 
 
 def run_runner(
-    tmp: Path, source: Path, protocol: str, url: str, model: str, args: argparse.Namespace
+    tmp: Path,
+    source: Path,
+    protocol: str,
+    url: str,
+    model: str,
+    args: argparse.Namespace,
+    *,
+    code: Path | None = None,
 ) -> Found:
-    """(records written, durationSeconds, CPU seconds, completion tokens) of one runner."""
+    """(records written, durationSeconds, CPU seconds, completion tokens) of one runner: this
+    checkout's, or the one at `code` (`--before`)."""
     out = tmp / "runner-out"
     lines = protocol == BATCH_LINES
+    fmt = {"format": BATCH_LINES} if lines else {}
+    if source.suffix == ".parquet":
+        fmt = {"format": "parquet"}
+    tuning = {"batchSize": args.batch_size, "concurrency": args.concurrency}
+    if args.chunk_size is not None:
+        tuning["chunkSize"] = args.chunk_size
     contract = {
         "jobId": "bench",
         "jobName": "bench",
         "run": {"name": "b", "namespace": "b", "uid": "bench", "generation": 1, "scheduled": False},
         "config": {"name": "b", "namespace": "b", "generation": 1},
         "model": {"protocol": "openai-chat" if lines else protocol, "url": url, "name": model},
-        "input": {"file": {"path": str(source), **({"format": BATCH_LINES} if lines else {})}},
-        "output": {"file": {"path": str(out)}},
-        "runner": {
-            "chunkSize": CHUNK,
-            "batchSize": args.batch_size,
-            "concurrency": args.concurrency,
-        },
+        "input": {"file": {"path": str(source), **fmt}},
+        "output": {"file": {"path": str(out), **fmt}},
+        "runner": tuning,
     }
     (tmp / "contract.json").write_text(json.dumps(contract))
     env = {
@@ -224,9 +299,12 @@ def run_runner(
         "CONTRACT_PATH": str(tmp / "contract.json"),
         "TERMINATION_MESSAGE_PATH": str(tmp / "termination-log"),
     }
+    if code is not None:  # the other checkout's runner, whatever this one has installed
+        env["PYTHONPATH"] = str(code)
     proc = subprocess.Popen(
         [sys.executable, "-m", "runners"],
         env=env,
+        cwd=code,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -247,7 +325,8 @@ def run_direct(
 ) -> Found:
     command = [
         *(sys.executable, __file__, "direct", "--input", str(source)),
-        *("--output", str(tmp / "direct-out.jsonl"), "--protocol", protocol),
+        *("--output", str(tmp / "direct-out"), "--protocol", protocol),
+        *("--records", str(args.records)),
         *("--url", url, "--model", model, "--batch-size", str(args.batch_size)),
         *("--concurrency", str(args.concurrency), *(["--binary"] if binary else [])),
     ]
@@ -255,7 +334,7 @@ def run_direct(
     if done.returncode != 0:
         raise SystemExit(f"direct program failed: {done.stderr[-2000:]}")
     found = json.loads(done.stdout)
-    (tmp / "direct-out.jsonl").unlink()
+    (tmp / "direct-out").unlink()
     return found["records"], found["seconds"], found["cpu"], found["tokens"]
 
 
@@ -263,71 +342,114 @@ def protocols(server: PeerServer) -> list[tuple[str, str]]:
     return LLM_SERVERS.get(server.name) or SERVER_PROTOCOLS[server.name]
 
 
-def measure(server: PeerServer, tmp: Path, source: Path, args: argparse.Namespace) -> None:
-    pgid = server.process.pid
+def measure(server: PeerServer, tmp: Path, args: argparse.Namespace) -> None:
     for label, protocol in protocols(server):
         url = (server.grpc_url or "") if protocol == "triton-grpc" else server.http_url
         lines = protocol == BATCH_LINES
-        one_batch = tmp / "one-batch.jsonl"
-        write_input(one_batch, 1 if lines else args.batch_size, lines=lines)
         takes = False
         if not lines:
             endpoint = ModelEndpoint(protocol=protocol, url=url, name=server.model)
             takes = protocol == "kserve-v2" and runner_sends_binary(endpoint)
         label += " (binary)" if takes else ""
-        starts = [run_runner(tmp, one_batch, protocol, url, server.model, args) for _ in range(2)]
-        startup, startup_cpu = min(s[1] for s in starts), min(s[2] for s in starts)
-        runs: dict[str, list[Measure]] = {"runner": [], "direct": []}
-        tokens: dict[str, list[float]] = {"runner": [], "direct": []}  # completion tokens/s
-        order = ["runner", "direct", "direct", "runner"] * ((args.repeats + 1) // 2)
-        for name in order[: 2 * args.repeats]:
-            server0 = group_cpu(pgid)
-            if name == "runner":
-                found = run_runner(tmp, source, protocol, url, server.model, args)
-            else:
-                found = run_direct(tmp, source, protocol, url, server.model, takes, args)
-            records, seconds, cpu, used = found
-            if name == "runner":
-                seconds, cpu = seconds - startup, cpu - startup_cpu
-            if records != args.records:
-                raise SystemExit(f"{name} wrote {records} of {args.records} records")
-            runs[name].append(Measure(records, seconds, cpu, group_cpu(pgid) - server0))
-            tokens[name].append(used / seconds)
-        report(server.name, label, runs, tokens if lines else None, startup, args.concurrency)
+        for fmt in ["jsonl"] if lines else args.formats.split(","):
+            source = tmp / f"in-{'lines' if lines else 'iris'}.{fmt}"
+            if not source.exists():
+                write_input(source, args.records, lines=lines)
+            job = Job(server, protocol, url, takes, source, args)
+            report(server.name, f"{label} {fmt}", job.measure(tmp), args.concurrency)
 
 
-def report(
-    server: str,
-    label: str,
-    runs: dict[str, list[Measure]],
-    tokens: dict[str, list[float]] | None,
-    startup: float,
-    concurrency: int,
-) -> None:
-    """One line: best records/s of each, median and best ratios, CPU or tokens/s, start-up."""
-    runner, hand = (max(runs[n], key=lambda m: m.rate) for n in ("runner", "direct"))
-    ratios = [r.rate / d.rate for r, d in zip(runs["runner"], runs["direct"], strict=True)]
-    rest = (
-        f"{runner.cpu_per_k():>6.2f} {hand.cpu_per_k():>6.2f} "
-        f"{runner.cpu_per_k(runner.server_cpu):>6.2f}"
+@dataclass
+class Job:
+    """One cell: the runner, the direct program and (`--before`) the earlier runner, each run
+    `repeats` times, interleaved, on the same input and server."""
+
+    server: PeerServer
+    protocol: str
+    url: str
+    binary: bool
+    source: Path
+    args: argparse.Namespace
+
+    def measure(self, tmp: Path) -> dict[str, list[Run]]:
+        programs = ["runner", "direct"]
+        if self.args.before and self.source.suffix == ".jsonl":  # the earlier runner: JSONL only
+            programs.append("before")
+        one_batch = tmp / f"one-batch{self.source.suffix}"
+        write_input(one_batch, 1 if self.lines else self.args.batch_size, lines=self.lines)
+        startups = {
+            name: self.startup(tmp, one_batch, name) for name in programs if name != "direct"
+        }
+        runs: dict[str, list[Run]] = {name: [] for name in programs}
+        for repeat in range(self.args.repeats):
+            for name in programs if repeat % 2 == 0 else programs[::-1]:
+                server0 = group_cpu(self.server.process.pid)
+                records, seconds, cpu, used = self.run(tmp, self.source, name)
+                if name in startups:
+                    seconds, cpu = seconds - startups[name][0], cpu - startups[name][1]
+                if records != self.args.records:
+                    raise SystemExit(f"{name} wrote {records} of {self.args.records} records")
+                server_cpu = group_cpu(self.server.process.pid) - server0
+                runs[name].append(Run(Measure(records, seconds, cpu, server_cpu), used / seconds))
+        runs["startup"] = [Run(Measure(1, *startups["runner"], 0.0), 0.0)]
+        return runs
+
+    @property
+    def lines(self) -> bool:
+        return self.protocol == BATCH_LINES
+
+    def startup(self, tmp: Path, one_batch: Path, name: str) -> tuple[float, float]:
+        """The least seconds and CPU of two runs over one batch: the start-up taken off."""
+        starts = [self.run(tmp, one_batch, name) for _ in range(2)]
+        return min(s[1] for s in starts), min(s[2] for s in starts)
+
+    def run(self, tmp: Path, source: Path, name: str) -> Found:
+        model, args = self.server.model, self.args
+        if name == "direct":
+            return run_direct(tmp, source, self.protocol, self.url, model, self.binary, args)
+        code = Path(args.before) if name == "before" else None
+        return run_runner(tmp, source, self.protocol, self.url, model, args, code=code)
+
+
+@dataclass
+class Run:
+    measure: Measure
+    tokens: float  # completion tokens/s (LLM lines only)
+
+
+def report(server: str, label: str, runs: dict[str, list[Run]], concurrency: int) -> None:
+    """One line: best records/s of each, median and best ratios, CPU per record (medians) or
+    tokens/s, the earlier runner's CPU and the ratio to it, start-up."""
+    best = {name: max(each, key=lambda r: r.measure.rate) for name, each in runs.items()}
+    runner, hand = best["runner"].measure, best["direct"].measure
+    pairs = zip(runs["runner"], runs["direct"], strict=True)
+    ratio = statistics.median(r.measure.rate / d.measure.rate for r, d in pairs)
+    cpu = {
+        name: statistics.median(r.measure.cpu_per_k() for r in each) for name, each in runs.items()
+    }
+    server_cpu = statistics.median(
+        r.measure.cpu_per_k(r.measure.server_cpu) for r in runs["runner"]
     )
-    if tokens is not None:
-        runner_tokens, direct_tokens = max(tokens["runner"]), max(tokens["direct"])
+    rest = f"{cpu['runner']:>6.2f} {cpu['direct']:>6.2f} {server_cpu:>6.2f}"
+    if "before" in runs:
+        rest += f" | before {cpu['before']:>6.2f} {cpu['runner'] / cpu['before']:>5.2f}"
+    if server in LLM_SERVERS:
+        runner_tokens, direct_tokens = best["runner"].tokens, best["direct"].tokens
         rest += (
             f" | tokens/s {runner_tokens:>6,.0f} {direct_tokens:>6,.0f} "
             f"{runner_tokens / direct_tokens:>5.2f}"
         )
+    startup = runs["startup"][0].measure.seconds
     print(
-        f"{server:8} {label:17} C={concurrency:<3} | {runner.rate:>9,.0f} {hand.rate:>9,.0f} | "
-        f"{statistics.median(ratios):>5.2f} {runner.rate / hand.rate:>5.2f} | {rest} | "
-        f"{startup:>5.2f}",
+        f"{server:8} {label:23} C={concurrency:<3} | {runner.rate:>9,.0f} {hand.rate:>9,.0f} | "
+        f"{ratio:>5.2f} {runner.rate / hand.rate:>5.2f} | {rest} | {startup:>5.2f}",
         flush=True,
     )
-    if tokens is not None:
-        each = " ".join(f"{m.rate:,.1f}" for m in runs["runner"])
+    if server in LLM_SERVERS:
+        each = " ".join(f"{r.measure.rate:,.1f}" for r in runs["runner"])
         print(
             f"{'':27} each run, records/s: runner {each}; direct "
-            + " ".join(f"{m.rate:,.1f}" for m in runs["direct"]),
+            + " ".join(f"{r.measure.rate:,.1f}" for r in runs["direct"]),
             flush=True,
         )
 
@@ -348,37 +470,48 @@ def main() -> None:
     hand.add_argument("--concurrency", type=int, default=8)
     for options in (parser, hand):
         options.add_argument("--batch-size", type=int, default=256)
+        options.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--concurrency", default="8", help="one or more, comma-separated")
     parser.add_argument("--servers", default="kserve,mlserver,triton")
-    parser.add_argument("--records", type=int, default=300_000)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each program")
+    parser.add_argument(
+        "--formats", default="jsonl", help="input (and output) formats: jsonl, parquet or both"
+    )
+    parser.add_argument(
+        "--chunk-size", type=int, default=None, help="the runner's chunkSize (default: its own)"
+    )
+    parser.add_argument(
+        "--before",
+        default=None,
+        help="a checkout of earlier code (git worktree add DIR COMMIT): its runner is run too, "
+        "interleaved, and its CPU per record compared (JSONL only)",
+    )
     args = parser.parse_args()
     if args.command == "direct":
         direct(args)
         return
     print(
         f"whole runner vs a direct program, file -> model -> file, {args.records:,} records, "
-        f"B={args.batch_size} C={args.concurrency}, best of {args.repeats} runs each "
-        f"(ratio: median of paired runs, and best vs best; the runner's start-up, s, taken off "
-        f"its time and shown apart); {os.cpu_count()} CPUs, load {load()}\n"
+        f"B={args.batch_size} C={args.concurrency}, chunkSize {args.chunk_size or 'default'}, "
+        f"{args.repeats} runs each, interleaved (r/d: median of paired runs, and best vs best; "
+        f"CPU: medians; the runners' start-up, s, taken off their time and CPU and shown "
+        f"apart); {os.cpu_count()} CPUs, load {load()}\n"
     )
     print(
-        f"{'server':8} {'protocol':17} {'C':5} | {'runner':>9} {'direct':>9} | {'r/d':>5} "
-        f"{'best':>5} | {'cpu µs/rec: runner':>18} {'direct':>6} {'server':>6} "
-        f"(LLM: | tokens/s runner, direct, r/d) | {'start':>5}"
+        f"{'server':8} {'protocol, format':23} {'C':5} | {'runner':>9} {'direct':>9} | "
+        f"{'r/d':>5} {'best':>5} | {'cpu µs/rec: runner':>18} {'direct':>6} {'server':>6} "
+        f"(| before: cpu µs/rec, runner/before) (LLM: | tokens/s runner, direct, r/d) | "
+        f"{'start':>5}"
     )
-    print("-" * 110)
+    print("-" * 120)
     with tempfile.TemporaryDirectory(prefix="longrun-e2e-bench-") as name:
         tmp = Path(name)
         for server_name in args.servers.split(","):
-            source = tmp / f"in-{server_name}.jsonl"
-            write_input(source, args.records, lines=server_name in LLM_SERVERS)
             with start(server_name) as server:
                 for concurrency in (int(c) for c in args.concurrency.split(",")):
                     measure(
                         server,
                         tmp,
-                        source,
                         argparse.Namespace(**{**vars(args), "concurrency": concurrency}),
                     )
             print(f"load after {server_name}: {load()}", flush=True)

@@ -29,6 +29,7 @@ from contracts.storage import (
     INPUT_RULES,
     OUTPUT_RULES,
     StorageSpec,
+    check_errors,
     check_input,
     check_output,
 )
@@ -64,7 +65,7 @@ class StorageBlock(Schema):
         description="Where the runner writes predictions: a one-key map {<kind>: {...}}.",
         json_schema_extra=cel(*OUTPUT_RULES),
     )
-    errors: Annotated[StorageSpec, AfterValidator(check_output)] | None = Field(
+    errors: Annotated[StorageSpec, AfterValidator(check_errors)] | None = Field(
         default=None,
         description=(
             "Where failed records go (record id + reason). Default: next to the output "

@@ -19,8 +19,10 @@ from contracts.base import ObjectName, Schema
 from contracts.config import RunnerTuning
 from contracts.llm import run_problem
 from contracts.model import KServeBlock, ModelEndpoint
+from contracts.run import PARALLELISM_MAX as PARALLELISM_MAX  # re-exported: the runner's
 from contracts.run import RunResult
 from contracts.storage import StorageSpec
+from contracts.storage_rules import sharing_problem
 
 CONTRACT_SCHEMA_ID = "https://longrun.dev/schemas/contract-v1.json"
 DEFAULT_CONTRACT_PATH = "/etc/longrun/contract.json"
@@ -86,6 +88,33 @@ class RunnerNetwork(Schema):
     )
 
 
+# The env var the Job controller sets in each pod of an Indexed Job: the pod's index.
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+
+class Partitioning(Schema):
+    """How the pods of one run share its input (docs/shared-clusters.md, "The partitioning rule").
+
+    The run's pods are the indexes 0..count-1 of an Indexed Job; each reads its index from
+    `$JOB_COMPLETION_INDEX`. Rule `chunkRoundRobin`: chunk c (the input positions
+    [c x chunkSize, (c+1) x chunkSize)) belongs to index c mod count. Each index commits its own
+    chunks, under their run-wide numbers, so the output is the one a single pod would write.
+    Every index reads the input in order (seeking to its first uncommitted chunk) and passes
+    over the other indexes' chunks without calling the model; it still screens their ids, so a
+    duplicate id is refused exactly as in a one-pod run. The index that finds, after its own
+    last chunk, every chunk of the input committed writes the output's completion marker and
+    judges the error budget on the whole run; the others leave it to it.
+    """
+
+    count: int = Field(
+        ge=2, le=PARALLELISM_MAX, description="The run's pods (Indexed Job completions)."
+    )
+    rule: Literal["chunkRoundRobin"] = Field(
+        default="chunkRoundRobin",
+        description="chunkRoundRobin: chunk c belongs to index c mod count.",
+    )
+
+
 class RunnerContract(Schema):
     """What a runner must do: read `input`, call `model`, write `output`."""
 
@@ -132,6 +161,13 @@ class RunnerContract(Schema):
         default=None,
         description="The controller's network rules for the runner; absent when it sets none.",
     )
+    partitioning: Partitioning | None = Field(
+        default=None,
+        description=(
+            "The run is shared by several pods (an Indexed Job; the index is "
+            "$JOB_COMPLETION_INDEX); absent for a one-pod run."
+        ),
+    )
 
     @model_validator(mode="after")
     def _llm_rules(self) -> RunnerContract:
@@ -144,6 +180,8 @@ class RunnerContract(Schema):
             runner=self.runner,
             storage="",
         )
+        if problem is None and self.partitioning is not None:
+            problem = sharing_problem(self.output, self.errors, pods=self.partitioning.count)
         if problem is not None:
             raise ValueError(problem)
         return self

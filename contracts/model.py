@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
+from contracts.auth import ApiKeyAuth
 from contracts.base import ModelUrl, NamespaceName, ObjectName, Schema, SecretKeyRef, cel
 from contracts.llm import model_problem, protocol_problem
 
@@ -38,16 +39,6 @@ PROTOCOL_PATTERN = (
 Protocol = Annotated[str, StringConstraints(pattern=PROTOCOL_PATTERN, max_length=253)]
 TensorDatatype = Literal["BOOL", "INT32", "INT64", "FP16", "FP32", "FP64", "BYTES"]
 Url = ModelUrl  # http(s)://, grpc(s)://, or no scheme (http, or host:port for gRPC); no user@
-
-
-class ApiKeyAuth(Schema):
-    """An API key read from a Secret and sent as a request header."""
-
-    secret_ref: SecretKeyRef = Field(description="Secret key holding the API key or token.")
-    header: Literal["Authorization", "X-API-Key"] = Field(
-        default="Authorization",
-        description="Header carrying the key: `Authorization: Bearer <key>` or `X-API-Key: <key>`.",
-    )
 
 
 class TlsOptions(Schema):
@@ -176,7 +167,10 @@ class _EndpointFields(Schema):
         le=3600,
         description="Timeout for one inference request, in seconds.",
     )
-    auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
+    auth: ApiKeyAuth | None = Field(
+        default=None,
+        description="Authentication: an API key from a Secret, or a ServiceAccount token.",
+    )
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
 
     @model_validator(mode="after")

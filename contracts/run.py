@@ -5,10 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
 from pydantic.config import JsonDict
 
 from contracts.base import DNS_SUBDOMAIN, Condition, NamespaceName, ObjectName, Schema, cel
+
+# The runner's progress line, re-exported: runners and the controller import it from here.
+from contracts.progress import COUNT_MAX as COUNT_MAX
+from contracts.progress import PROGRESS_KEY as PROGRESS_KEY
+from contracts.progress import ProgressReport as ProgressReport
 
 Phase = Literal[
     "Pending", "Queued", "Running", "Succeeded", "Failed", "Cancelled", "Scheduled", "Suspended"
@@ -16,13 +21,16 @@ Phase = Literal[
 ExecutionPhase = Literal["Pending", "Running", "Succeeded", "Failed"]
 ConcurrencyPolicy = Literal["Allow", "Forbid", "Replace"]
 HISTORY_LIMIT = 10
+# The most pods one run may span (spec.parallelism; the contract's partitioning.count). Here and
+# not in contracts/contract.py, which imports this module; it re-exports it.
+PARALLELISM_MAX = 256
 # The fields of a one-shot run's spec that may change after creation: everything else is fixed
 # by the CEL rule below (tests/contracts check that this list names every other field).
 ONE_SHOT_MUTABLE = ("suspend", "cancel")
 ONE_SHOT_FIXED_FIELDS = (
     "configRef", "timeoutSeconds", "parameters", "schedule", "timeZone", "concurrencyPolicy",
     "successfulJobsHistoryLimit", "failedJobsHistoryLimit", "startingDeadlineSeconds",
-    "queueName", "priorityClassName", "workloadPriorityClassName",
+    "queueName", "priorityClassName", "workloadPriorityClassName", "parallelism",
 )  # fmt: skip
 ONE_SHOT_FIXED_MESSAGE = (
     "a one-shot InferenceRun's spec is immutable after creation except suspend and cancel; "
@@ -190,6 +198,17 @@ class InferenceRunSpec(Schema):
         ),
     )
 
+    parallelism: int = Field(
+        default=1,
+        ge=1,
+        le=PARALLELISM_MAX,
+        description=(
+            "Pods that share the run's input, each its own part of it: more than 1 makes each "
+            "execution an Indexed Job of this many pods, which run at once, and the status adds "
+            'their counts up (docs/shared-clusters.md, "One run across many pods").'
+        ),
+    )
+
     @model_validator(mode="after")
     def _cancel_is_one_shot(self) -> InferenceRunSpec:
         if self.cancel and self.schedule is not None:
@@ -235,42 +254,6 @@ class RunResult(Schema):
             "OpenAI protocols: total tokens of the written records: the sum of `usage` over the "
             "output."
         ),
-    )
-
-
-# The runner's progress line: one JSON object per line, `{"longrunProgress": {...}}`, every
-# `progressIntervalSeconds`. The controller reads the last one through the `pods/log`
-# subresource (the pod holds no API credentials) into `status.progress`.
-PROGRESS_KEY = "longrunProgress"
-COUNT_MAX = 2**53  # JSON numbers stay exact
-
-
-class ProgressReport(BaseModel):
-    """The counts in one runner progress line (short keys: the line is read from pod logs).
-
-    Whole-run counts, including chunks an earlier pod committed. Unknown keys are ignored,
-    so a runner may add more; the line is user-controlled text and is validated as such.
-    """
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    read: int = Field(default=0, ge=0, le=COUNT_MAX, description="Records read.")
-    written: int = Field(default=0, ge=0, le=COUNT_MAX, description="Predictions written.")
-    failed: int = Field(default=0, ge=0, le=COUNT_MAX, description="Records failed.")
-    total: int | None = Field(
-        default=None, ge=0, le=COUNT_MAX, description="Input records, when the source knows."
-    )
-    rate: float | None = Field(default=None, ge=0, le=1e12, description="Records per second.")
-    eta: int | None = Field(default=None, ge=0, le=COUNT_MAX, description="Seconds left.")
-    tokens: int | None = Field(
-        default=None, ge=0, le=COUNT_MAX, description="OpenAI protocols: total tokens so far."
-    )
-    tokens_rate: float | None = Field(
-        default=None,
-        ge=0,
-        le=1e12,
-        alias="tokenRate",
-        description="OpenAI protocols: tokens per second.",
     )
 
 

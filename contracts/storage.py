@@ -17,8 +17,9 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
+from contracts.auth import KeyAuth
 from contracts.base import HttpUrl, ObjectName, Schema, SecretKeyRef, SecretReference, cel
-from contracts.model import ApiKeyAuth, TlsOptions
+from contracts.model import TlsOptions
 from contracts.plugins import StorageSettings, plugin_settings
 from contracts.storage_fields import (
     FORMAT_DOC,
@@ -26,10 +27,12 @@ from contracts.storage_fields import (
     SQL_FORMAT_DOC,
     FieldName,
     Format,
+    include_input_setting,
     record_field_setting,
 )
 from contracts.storage_rules import INPUT_RULES as INPUT_RULES
 from contracts.storage_rules import OUTPUT_RULES as OUTPUT_RULES
+from contracts.storage_rules import check_errors as check_errors
 from contracts.storage_rules import check_input as check_input
 from contracts.storage_rules import check_output as check_output
 
@@ -92,7 +95,7 @@ class HttpStorage(StorageSettings):
         default=None, description="Input pagination; default: a single request."
     )
     id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
-    auth: ApiKeyAuth | None = Field(default=None, description="API-key authentication.")
+    auth: KeyAuth | None = Field(default=None, description="API-key authentication.")
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
     timeout_seconds: float = Field(
         default=60, gt=0, le=3600, description="Timeout of one request, in seconds."
@@ -216,6 +219,7 @@ class S3Storage(StorageSettings):
     )
     id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
     record_field: FieldName | None = record_field_setting()
+    include_input: bool | None = include_input_setting()
     tls: TlsOptions | None = Field(default=None, description="TLS options.")
 
 
@@ -278,7 +282,7 @@ def _has_password(url: str) -> bool:
 
 
 class FileStorage(StorageSettings):
-    """CSV or JSONL files on a volume mounted into the runner pod."""
+    """CSV, JSONL or Parquet files on a volume mounted into the runner pod."""
 
     backend = "runners.storage.file:FileBackend"
 
@@ -294,6 +298,7 @@ class FileStorage(StorageSettings):
     )
     id_field: FieldName | None = Field(default=None, description=ID_FIELD_DOC)
     record_field: FieldName | None = record_field_setting()
+    include_input: bool | None = include_input_setting()
     volume: ObjectName | None = Field(
         default=None,
         description=(
@@ -342,7 +347,9 @@ class StorageSpec(Schema):
     krateo: KrateoStorage | None = Field(default=None, description="Krateo's api/endpointRef.")
     s3: S3Storage | None = Field(default=None, description="S3 or an S3-compatible store.")
     sql: SqlStorage | None = Field(default=None, description="A SQL table or query.")
-    file: FileStorage | None = Field(default=None, description="CSV/JSONL files on a volume.")
+    file: FileStorage | None = Field(
+        default=None, description="CSV, JSONL or Parquet files on a volume."
+    )
 
     @model_validator(mode="after")
     def _exactly_one_kind(self) -> StorageSpec:

@@ -11,14 +11,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 # How a file or an S3 object holds records. `openai-batch`: one OpenAI Batch API request per
-# line in, one OpenAI batch output line per record out (docs/llm-batch.md).
+# line in, one OpenAI batch output line per record out (docs/llm-batch.md). `parquet`: Apache
+# Parquet tables, read by row group, one Parquet part per chunk out (runners/parquet.py).
 OPENAI_BATCH = "openai-batch"
-Format = Literal["csv", "jsonl", "openai-batch"]
+PARQUET = "parquet"
+Format = Literal["csv", "jsonl", "openai-batch", "parquet"]
 FieldName = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 
 FORMAT_DOC = (
-    "csv, jsonl or openai-batch (OpenAI Batch API request lines in, OpenAI batch output lines "
-    "out: docs/llm-batch.md)."
+    "csv, jsonl, parquet (Apache Parquet: read by row group, one Parquet file per chunk out) or "
+    "openai-batch (OpenAI Batch API request lines in, OpenAI batch output lines out: "
+    "docs/llm-batch.md)."
+)
+_INCLUDE_INPUT_DOC = (
+    "Output only, format parquet: whether each output part carries the input record as a "
+    "struct column `input` beside `prediction`. Default: false (id and position identify the "
+    "record). The error output always carries the input, so failed records can be re-run."
 )
 SQL_FORMAT_DOC = (
     "Input only: openai-batch reads each row as an OpenAI Batch API request: columns custom_id, "
@@ -38,6 +46,11 @@ _RECORD_FIELD_DOC = (
     "one the earlier run could not read (`input: {}`), goes to the error output again. With "
     "format openai-batch the object is an OpenAI batch request, keyed by its custom_id."
 )
+
+
+def include_input_setting() -> Any:
+    """The `includeInput` setting of the storage kinds that write Parquet (file, s3)."""
+    return Field(default=None, description=_INCLUDE_INPUT_DOC)
 
 
 def record_field_setting() -> Any:

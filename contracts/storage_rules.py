@@ -48,6 +48,11 @@ def check_input(storage: StorageSpec) -> StorageSpec:
             f"{storage.kind}: idField does not apply to format openai-batch (each request's "
             "custom_id is its id); leave it out"
         )
+    if getattr(body, "include_input", None) is not None:
+        raise ValueError(
+            f"{storage.kind}: includeInput applies to output only (which columns a Parquet "
+            "output part carries); leave it out of the input"
+        )
     return storage
 
 
@@ -70,4 +75,48 @@ def check_output(storage: StorageSpec) -> StorageSpec:
             f"{storage.kind}: recordField applies to input only "
             "(it reads back an earlier run's error output)"
         )
+    body = storage.body()
+    if getattr(body, "include_input", None) is not None and getattr(body, "format", None) != (
+        "parquet"
+    ):
+        raise ValueError(
+            f"{storage.kind}: includeInput applies to format parquet only (JSONL and CSV rows "
+            "always carry the input); set format: parquet or leave includeInput out"
+        )
     return storage
+
+
+def check_errors(storage: StorageSpec) -> StorageSpec:
+    """Direction-specific rules for `storage.errors`: those of an output, and the error
+    output always carries the input (so failed records can be re-run)."""
+    check_output(storage)
+    if getattr(storage.body(), "include_input", None) is False:
+        raise ValueError(
+            f"{storage.kind}: includeInput: false does not apply to the error output (its rows "
+            "always carry the input, so failed records can be re-run); leave it out"
+        )
+    return storage
+
+
+def sharing_problem(output: StorageSpec, errors: StorageSpec | None, *, pods: int) -> str | None:
+    """Why a run shared by `pods` pods cannot write to these outputs, or None.
+
+    Each pod commits its own chunks, and the one that finds every chunk of the run committed
+    completes the output and counts its failures (runners/shards.py): both outputs must say
+    which chunks they hold. file, s3 and sql always can; http needs `committedUrl`, krateo
+    `committedPath`, and a krateo output's default error output (the pod log) cannot.
+    """
+    why = f"{pods} pods share the run, and the pod that finds every chunk committed completes it"
+    if output.kind == "krateo" and errors is None:
+        return (
+            f"errors: a krateo output sends failed records to the pod log, which cannot say "
+            f"which chunks it holds; {why}: give the run an errors storage (krateo with "
+            "committedPath, or file, s3, sql)"
+        )
+    for where, spec in (("output", output), ("errors", errors or output)):
+        body = spec.body()
+        need = {"http": "committed_url", "krateo": "committed_path"}.get(spec.kind)
+        if need is not None and getattr(body, need, None) is None:
+            name = "committedUrl" if spec.kind == "http" else "committedPath"
+            return f"{where}.{spec.kind}.{name}: required when {why}, as it asks the receiver"
+    return None

@@ -35,7 +35,12 @@ from controller.core.kueue.policy import priority_problems
 from controller.core.podpolicy import PodPolicy, pod_problems
 from controller.core.serving.policy import static_problems
 from controller.core.settings import Settings
-from controller.core.validation import Problem, image_problem, run_spec_problems
+from controller.core.validation import (
+    Problem,
+    image_problem,
+    run_spec_problems,
+    shared_output_problem,
+)
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 PATTERN_HINTS = {
@@ -117,7 +122,38 @@ def check_file(path: Path, *, settings: Settings | None = None) -> list[Checked]
             checked.append(Checked(file, where, [Finding(file, where, *bad)]))
         elif doc.get("kind") in resource_models():
             checked.append(check_document(doc, file=file, settings=settings or Settings()))
+    by_object = {c.object: c for c in checked}
+    for label, shared in shared_output_problems(docs):
+        if label in by_object:
+            by_object[label].findings.append(Finding(file, label, shared.field, shared.message))
     return checked
+
+
+def shared_output_problems(docs: list[Any]) -> list[tuple[str, Problem]]:
+    """Runs over several pods whose config, in the same file, cannot share its outputs (what
+    the controller reports as OutputNotShareable): (the run's label, the problem)."""
+    configs: dict[str, InferenceConfigSpec] = {}
+    runs: list[InferenceRun] = []
+    for doc in docs:
+        if not isinstance(doc, dict) or doc.get("kind") not in ("InferenceConfig", "InferenceRun"):
+            continue
+        try:
+            resource = parse_resource(doc)
+        except (ValidationError, ValueError):
+            continue
+        if isinstance(resource, InferenceConfig) and resource.metadata.name:
+            configs[resource.metadata.name] = resource.spec
+        elif isinstance(resource, InferenceRun):
+            runs.append(resource)
+    found: list[tuple[str, Problem]] = []
+    for run in runs:
+        name = run.spec.config_ref.name
+        config = configs.get(name)
+        problem = shared_output_problem(run.spec, config, config=name) if config else None
+        if problem is not None:
+            meta = run.metadata.model_dump(by_alias=True, exclude_none=True)
+            found.append((f"InferenceRun/{_name(meta)}", problem))
+    return found
 
 
 def read_documents(path: Path) -> tuple[list[Any], str | None]:
@@ -183,7 +219,13 @@ def check_document(doc: dict[str, Any], *, file: str, settings: Settings) -> Che
         return Checked(file, label, [_finding(err, file=file, label=label) for err in exc.errors()])
     problems: list[Problem] = []
     if isinstance(resource, InferenceRun):
-        problems = [*run_spec_problems(resource.spec), *priority_problems(resource.spec, settings)]
+        meta = resource.metadata
+        # generateName: the API server adds 5 characters (the longest name it may make)
+        name = meta.name or f"{meta.generate_name}{'x' * 5}"
+        problems = [
+            *run_spec_problems(resource.spec, name),
+            *priority_problems(resource.spec, settings),
+        ]
     elif isinstance(resource, InferenceConfig):
         problems = config_spec_problems(resource.spec, settings)
     elif isinstance(resource, ModelDeployment):  # the rest depends on the serving settings

@@ -108,6 +108,9 @@ class System:
             "LEADER_ELECTION": "true",
             "POD_NAMESPACE": CONTROLLER_NAMESPACE,
             "LOG_FORMAT": "json",
+            # A controller killed by a signal (CI once saw SIGABRT at exit, with no message)
+            # leaves every thread's traceback in its log.
+            "PYTHONFAULTHANDLER": "1",
             **self._env,
         }
         argv = [sys.executable, "-m", "controller", "controller"]

@@ -4,8 +4,8 @@ An expired token cannot be asked for (TokenRequest's minimum lifetime is 10 minu
 is made: on a real control plane, a ServiceAccount JWT signed with the plane's own signing key
 (`pki/sa.key`, the key kube-apiserver verifies ServiceAccount tokens with) whose `exp` has
 passed, so the API server refuses it for that reason alone; on the emulator, which knows its
-tokens by remembering them, an issued token whose expiry is moved to now
-(`Authenticator.expire`).
+tokens by remembering them, a token it issues already expired, signed with its own key
+(`Authenticator.expired_token`), so a JWT verifier refuses it for the same reason.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ def service_account_token(handle: KubeHandle, namespace: str, account: str) -> s
 def expired_token(handle: KubeHandle, namespace: str, account: str) -> str:
     """A token of the ServiceAccount whose lifetime has passed (module docstring)."""
     if handle.backend == "emulator":
-        token = service_account_token(handle, namespace, account)
-        handle.emulator.security.authn.expire(token)  # type: ignore[attr-defined]
-        return token
+        authn = handle.emulator.security.authn  # type: ignore[attr-defined]
+        return str(authn.expired_token(namespace, account))
     plane: Any = handle.plane  # type: ignore[attr-defined]
     key = serialization.load_pem_private_key((plane.pki_dir / "sa.key").read_bytes(), None)
     assert isinstance(key, rsa.RSAPrivateKey)  # e2e/real/certs.py: the ServiceAccount key is RSA

@@ -5,10 +5,11 @@ deployment it starts; docs/serving.md, "Locally").
 Nothing is re-implemented: the deployment is resolved and its pod rendered by the pure core
 (`controller.core.serving`), and the pod's containers run through `local.podspec` and
 `local.executor`: the download init container as `longrun-fetch` in this Python, the server
-as the same server installed from PyPI (`local.runtimes`, local-only), and, for the runtimes
-that do not check keys themselves, the nginx sidecar with the rendered nginx.conf (the
-`nginx` binary must be installed). The keys are made as the controller makes them and kept
-in files only the current user can read.
+as the same server installed from PyPI (`local.runtimes`, local-only), for the runtimes that
+do not check keys themselves the nginx sidecar with the rendered nginx.conf (the `nginx`
+binary must be installed; local/sidecars.py), and with `auth.oidc` the token verifier in
+this Python. The keys are made as the controller makes them and kept in files only the
+current user can read.
 
 State lives in `<work dir>/serving/<namespace>/<name>/`: the model cache (a second start
 downloads nothing), the keys, the logs, and `serving.json` while it serves.
@@ -19,9 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 import secrets
-import shutil
 import sys
 import time
 import urllib.error
@@ -32,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentSpec
-from controller.core.serving import auth, names
+from controller.core.serving import auth, names, tokens
 from controller.core.serving.builders import build_pod_template
 from controller.core.serving.layout import CACHE_MOUNT, SOURCE_MOUNT
 from controller.core.serving.resolve import ServingResolved, model_namespace, resolve_deployment
-from controller.core.serving.runtimes import KEYS_MOUNT, LOOPBACK
+from controller.core.serving.runtimes import LOOPBACK
 from controller.core.serving.settings import ServingSettings
 from controller.core.validation import Problem
 from local.executor import PodProcess, run_pod
@@ -47,13 +46,12 @@ from local.logfile import LogFile
 from local.podspec import ImageMap, MappingSource, local_path, prepare_pod
 from local.ports import free_port
 from local.runtimes import local_server
+from local.sidecars import ServeError, local_nginx_conf, nginx_binary
+
+__all__ = ["LocalDeployment", "ServeError", "local_nginx_conf", "nginx_binary"]
 
 Obj = dict[str, Any]
 STATE_FILE = "serving.json"
-
-
-class ServeError(Exception):
-    """The deployment cannot be served here (its message says why)."""
 
 
 @dataclass
@@ -69,6 +67,7 @@ class LocalDeployment:
     processes: list[PodProcess] = field(default_factory=list)
     runtime_port: int = 0  # the server's own port (the sidecar's upstream, when there is one)
     metrics_port: int = 0  # the sidecar's metrics port (SERVING_METRICS), 0: none
+    token_check_port: int | None = None  # the token verifier's (auth.oidc)
     # Secrets of the deployment's namespace (name -> data): the model credentials it names.
     secrets: Mapping[str, Mapping[str, bytes]] = field(default_factory=dict)
     announce: Callable[[str], None] = to_stderr  # a generic server's command line, before it runs
@@ -106,6 +105,8 @@ class LocalDeployment:
             served_name=self.resolved.served_name,
         )
         self._run("server", server.container, spec["volumes"], server.prefix, source, server.env)
+        if self.resolved.oidc is not None:
+            self._token_check(spec, source)
         if self.resolved.has_sidecar:
             self._sidecar(spec, runtime_port, source)
         self._wait_ready(server.ready_path, timeout or self.resolved.spec.startup_timeout_seconds)
@@ -125,7 +126,7 @@ class LocalDeployment:
     def _keys(self) -> dict[str, bytes]:
         """The key Secret's data, made once (as the controller makes it) and kept in files."""
         folder = self.base / "keys"
-        if not self.resolved.spec.auth.enabled:
+        if not self.resolved.spec.auth.keys:
             return {}
         count = self.resolved.spec.auth.key_count
         files = {k: folder / k for k in (API_KEY_SECRET_KEY, "api-keys", names.NGINX_KEYS_KEY)}
@@ -254,21 +255,59 @@ class LocalDeployment:
         if self.resolved.metrics:
             self.metrics_port = free_port()
             ports[auth.PROXY_METRICS_PORT] = self.metrics_port
+        if self.token_check_port is not None:
+            ports[auth.TOKEN_CHECK_PORT] = self.token_check_port
         text = auth.nginx_conf(
-            plan, keys=self.resolved.uses_auth_proxy, metrics=self.resolved.metrics
+            plan,
+            keys=self.resolved.proxy_checks_keys,
+            tokens=self.resolved.oidc is not None,
+            metrics=self.resolved.metrics,
         )
         conf = local_nginx_conf(text, root=root, ports=ports)
         config_name = names.auth_config_name(self.resolved.owner.name)
-        source.config_maps[config_name] = {names.NGINX_CONF_KEY: conf}
+        source.config_maps.setdefault(config_name, {})[names.NGINX_CONF_KEY] = conf
         conf_path = local_path(root, f"{auth.PROXY_CONF_MOUNT}/{names.NGINX_CONF_KEY}")
         container = {**sidecar, "args": ["-c", str(conf_path), "-g", "daemon off;"]}
         prefix = (nginx_binary(), "-e", "stderr")
         self._run(names.AUTH_CONTAINER, container, spec["volumes"], prefix, source, {})
 
+    def _token_check(self, spec: Obj, source: MappingSource) -> None:
+        """The token verifier (`auth.oidc`) on a free loopback port, as in the pod."""
+        oidc = self.resolved.oidc
+        assert oidc is not None
+        if tokens.reads_cluster_api(oidc):
+            raise ServeError(
+                "auth.oidc: the keys of the cluster's ServiceAccount issuer are on the cluster's "
+                "API server, which `longrun serve` does not reach; serve it in the cluster, or "
+                "name an issuer reachable from here"
+            )
+        if oidc.ca_config_map_ref is not None:
+            raise ServeError(
+                "auth.oidc.caConfigMapRef: `longrun serve` reads no ConfigMaps; drop it here and "
+                "trust the issuer's CA through SSL_CERT_FILE instead"
+            )
+        container = next(c for c in spec["containers"] if c["name"] == names.TOKEN_CHECK_CONTAINER)
+        self.token_check_port = free_port()
+        args = [str(a) for a in container.get("args") or []]
+        args[args.index("--listen") + 1] = f"{LOOPBACK}:{self.token_check_port}"
+        config_name = names.auth_config_name(self.resolved.owner.name)
+        source.config_maps.setdefault(config_name, {})[names.OIDC_CONFIG_KEY] = tokens.config_json(
+            oidc
+        )
+        prefix = (sys.executable, "-m", "runners.tokencheck")
+        self._run(
+            names.TOKEN_CHECK_CONTAINER,
+            {**container, "args": args},
+            spec["volumes"],
+            prefix,
+            source,
+            {},
+        )
+
     def _wait_ready(self, path: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         headers = {}
-        if self.resolved.spec.auth.enabled:
+        if self.resolved.spec.auth.keys:
             headers["Authorization"] = f"Bearer {self.key_file.read_text().strip()}"
         while time.monotonic() < deadline:
             for process in self.processes:
@@ -290,50 +329,13 @@ class LocalDeployment:
             "protocol": r.plan.protocol,
             "modelName": r.served_name,
             "runtime": r.plan.kind,
-            "apiKeyFile": str(self.key_file) if r.spec.auth.enabled else None,
+            "apiKeyFile": str(self.key_file) if r.spec.auth.keys else None,
             "metricsEndpoint": (
                 f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
             ),
             "pid": os.getpid(),
         }
         (self.base / STATE_FILE).write_text(json.dumps(state, indent=2) + "\n")
-
-
-def nginx_binary() -> str:
-    """The nginx that runs the auth sidecar here; ServeError when there is none."""
-    found = shutil.which("nginx") or (
-        "/usr/sbin/nginx" if os.access("/usr/sbin/nginx", os.X_OK) else None
-    )
-    if found is None:
-        raise ServeError(
-            "this runtime's API keys are checked by an nginx sidecar, and nginx is not installed "
-            "(apt-get install nginx-light)"
-        )
-    return found
-
-
-def local_nginx_conf(
-    text: str, *, root: Path, host: str = LOOPBACK, ports: Mapping[int, int] | None = None
-) -> str:
-    """The rendered nginx.conf with this machine's addresses and paths (keys, pid, temp dirs).
-
-    In a pod, nginx listens on every address and reaches the runtime on the pod's own
-    127.0.0.1; here each `listen PORT` binds `host` and the upstream 127.0.0.1 becomes
-    `host` (the node agent gives each pod an address of its own), and `ports` moves ports
-    (`longrun serve` picks free ones)."""
-    moved = ports or {}
-    tmp = local_path(root, "/tmp")
-    tmp.mkdir(parents=True, exist_ok=True)
-    keys = local_path(root, KEYS_MOUNT)
-    out = text.replace(" /tmp/", f" {tmp}/")  # first: the local paths may be under /tmp
-
-    def address(match: re.Match[str]) -> str:
-        port = int(match[2])
-        listen = "listen " if match[1] == "listen " else ""
-        return f"{listen}{host}:{moved.get(port, port)}"
-
-    out = re.sub(rf"(listen |{re.escape(LOOPBACK)}:)(\d+)", address, out)
-    return out.replace(f"{KEYS_MOUNT}/", f"{keys}/")
 
 
 def _host_env() -> dict[str, str]:

@@ -25,6 +25,8 @@ JobPhase = Literal["Succeeded", "Failed", "Stopped"]
 # A pod that cannot start fails the same way on every retry: the run ends at once (exit 2).
 SETUP_REASONS = ("CreateContainerConfigError", "ErrImagePull", "StartError")
 Attempt = Callable[[int, float | None], PodExit]  # (pod index, monotonic deadline) → exit
+# (completion index, pod index within it, monotonic deadline) → exit
+IndexAttempt = Callable[[int, int, float | None], PodExit]
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,40 @@ def run_job(
             return JobOutcome("Failed", "BackoffLimitExceeded", pods)
         if _wait(backoff(failures), stop=stop, deadline=deadline):
             return _interrupted(pods, stop=stop)
+
+
+def run_indexes(
+    spec: Obj,
+    *,
+    attempt: IndexAttempt,
+    container: str,
+    stop: threading.Event,
+    backoff: Callable[[int], float] = short_backoff,
+) -> JobOutcome:
+    """An Indexed Job (a run over several pods): its indexes one after another, each retried
+    up to `backoffLimitPerIndex` as the Job controller retries an index; one index that fails
+    fails the Job (`maxFailedIndexes: 0`, as longrun renders it), and `activeDeadlineSeconds`
+    bounds them all. In a cluster the indexes run at once; the output and status are the same.
+    """
+    limit = spec.get("backoffLimitPerIndex", spec.get("backoffLimit", 6))
+    deadline_s = spec.get("activeDeadlineSeconds")
+    started = time.monotonic()
+    pods: list[PodExit] = []
+    for index in range(int(spec.get("completions") or 1)):
+        one = {**spec, "backoffLimit": limit}
+        if deadline_s is not None:
+            one["activeDeadlineSeconds"] = max(float(deadline_s) - (time.monotonic() - started), 0)
+
+        def this(n: int, deadline: float | None, index: int = index) -> PodExit:
+            return attempt(index, n, deadline)
+
+        outcome = run_job(one, attempt=this, container=container, stop=stop, backoff=backoff)
+        pods += outcome.pods
+        if outcome.phase != "Succeeded":
+            spent = outcome.reason == "BackoffLimitExceeded"
+            reason = "MaxFailedIndexesExceeded" if spent else outcome.reason
+            return JobOutcome(outcome.phase, reason, pods)
+    return JobOutcome("Succeeded", "Completed", pods)
 
 
 def _verdict(

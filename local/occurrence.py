@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from contracts.contract import DEFAULT_SECRETS_DIR
+from contracts.contract import COMPLETION_INDEX_ENV, DEFAULT_SECRETS_DIR
 from contracts.run import InferenceRunStatus
 from controller.core import names
 from controller.core.builders import (
@@ -42,7 +42,7 @@ from controller.core.status import Observed, one_shot_status
 from local.display import Console, status_lines
 from local.executor import PodExit, run_pod
 from local.inputs import Inputs
-from local.job import SETUP_REASONS, JobOutcome, run_job, short_backoff
+from local.job import SETUP_REASONS, JobOutcome, run_indexes, run_job, short_backoff
 from local.podspec import ImageMap, MappingSource, local_path
 
 Obj = dict[str, Any]
@@ -51,10 +51,13 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INTERRUPTED = 0, 1, 2, 130
 # A local pod shares this host's network: its metrics endpoint (runners/metrics.py) listens
 # on loopback, not on every interface as in a pod.
 LOCAL_METRICS = {"LONGRUN_METRICS_ADDRESS": "127.0.0.1"}
+# The completion index of an Indexed Job's pod (annotation and label, as the Job controller).
+COMPLETION_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 JOB_FAILURE_MESSAGES = {
     "BackoffLimitExceeded": "Job has reached the specified backoff limit",
     "DeadlineExceeded": "Job was active longer than specified deadline",
     "PodFailurePolicy": "Container runner failed with exit code 2 matching FailJob rule",
+    "MaxFailedIndexesExceeded": "Job has exceeded the specified maximal number of failed indexes",
 }
 
 
@@ -97,8 +100,11 @@ def local_source(local: LocalRun) -> MappingSource:
     return MappingSource({config_map["metadata"]["name"]: config_map["data"]}, secrets)
 
 
-def pod_for(template: Obj, *, job_name: str, namespace: str, job_uid: str) -> Obj:
-    """A pod of the Job as the Job controller would create it (name, uid, job labels)."""
+def pod_for(
+    template: Obj, *, job_name: str, namespace: str, job_uid: str, index: int | None = None
+) -> Obj:
+    """A pod of the Job as the Job controller would create it (name, uid, job labels; an
+    Indexed Job's pod its completion index, as annotation, label and JOB_COMPLETION_INDEX)."""
     pod = copy.deepcopy(template)
     meta = pod["metadata"]
     meta["name"] = f"{job_name}-{uuid.uuid4().hex[:5]}"
@@ -113,6 +119,12 @@ def pod_for(template: Obj, *, job_name: str, namespace: str, job_uid: str) -> Ob
             "batch.kubernetes.io/controller-uid": job_uid,
         }
     )
+    if index is not None:
+        meta["labels"][COMPLETION_INDEX_KEY] = str(index)
+        meta.setdefault("annotations", {})[COMPLETION_INDEX_KEY] = str(index)
+        for container in pod["spec"]["containers"]:
+            env = container.setdefault("env", [])
+            env.append({"name": COMPLETION_INDEX_ENV, "value": str(index)})
     return pod
 
 
@@ -137,11 +149,14 @@ def run_occurrence(local: LocalRun, *, job_name: str) -> Occurrence:
     namespace = local.resolved.run.namespace
     local.console.say(f"longrun: running {namespace}/{local.resolved.run.name} as Job {job_name}")
 
-    def attempt(index: int, deadline: float | None) -> PodExit:
-        pod = pod_for(spec["template"], job_name=job_name, namespace=namespace, job_uid=job_uid)
+    def attempt(index: int, deadline: float | None, shard: int | None = None) -> PodExit:
+        pod = pod_for(spec["template"], job_name=job_name, namespace=namespace, job_uid=job_uid,
+                      index=shard)  # fmt: skip
         occurrence.pods.append(pod)
         if index:
             local.console.say(f"longrun: retrying: pod {pod['metadata']['name']}")
+        elif shard is not None:
+            local.console.say(f"longrun: pod {pod['metadata']['name']}: index {shard}")
         local.console.waiting()
         with _pod_log(local.run_dir, pod, local.console) as on_line:
             exit_ = run_pod(
@@ -158,16 +173,27 @@ def run_occurrence(local: LocalRun, *, job_name: str) -> Occurrence:
         _record_exit(pod, exit_)
         return exit_
 
-    occurrence.outcome = run_job(
-        spec,
-        attempt=attempt,
-        container=names.CONTAINER_NAME,
-        stop=local.stop,
-        backoff=local.backoff,
-    )
+    container, stop, backoff = names.CONTAINER_NAME, local.stop, local.backoff
+    if indexed(spec):  # a run over several pods, one after another
+        occurrence.outcome = run_indexes(
+            spec,
+            attempt=lambda shard, n, deadline: attempt(n, deadline, shard),
+            container=container,
+            stop=stop,
+            backoff=backoff,
+        )
+    else:
+        occurrence.outcome = run_job(
+            spec, attempt=attempt, container=container, stop=stop, backoff=backoff
+        )
     occurrence.finished = _now_text()
     local.console.done()
     return occurrence
+
+
+def indexed(spec: Obj) -> bool:
+    """The Job runs one run over several pods (an Indexed Job)."""
+    return spec.get("completionMode") == "Indexed"
 
 
 @contextmanager
@@ -230,7 +256,8 @@ def run_status(local: LocalRun, occurrence: Occurrence) -> InferenceRunStatus:
         previous=InferenceRunStatus(),
         config_map={"metadata": {"name": names.config_map_name(resolved.run.name)}},
         job=job_object(occurrence, namespace=resolved.run.namespace),
-        pods=occurrence.pods[-1:],  # the latest pod carries the summary the controller copies
+        # The latest pod carries the summary the controller copies; each index's, for several.
+        pods=occurrence.pods if indexed(occurrence.spec) else occurrence.pods[-1:],
     )
     return one_shot_status(observed, problem=None, now=datetime.now(UTC))
 

@@ -9,6 +9,13 @@ materialized as files, emptyDirs as directories) and its termination message
 path. `prepare_pod` turns all of it into a `PreparedPod`; starting and
 watching the process is `local.executor`'s part.
 
+A `projected` volume is materialized from its sources: `configMap` and `secret` (items and
+`optional` as in a volume of their own), `downwardAPI` (`fieldRef` items) and
+`serviceAccountToken` (a TokenRequest the `VolumeSource` makes, bound to the pod). A token
+is written once, when the pod starts: the kubelet rewrites it at 80 % of its lifetime, a
+local pod keeps the first (tests and local runs end long before it expires). Any other
+source (clusterTrustBundle, podCertificate) is a PodSetupError naming it.
+
 The local user cannot write `/etc/longrun` or `/var/run/longrun`, so every
 mount path is rewritten under a per-pod root directory (`local_path`), and env
 values and args naming a path under a mount are rewritten the same way (args after
@@ -57,6 +64,11 @@ class VolumeSource(Protocol):
         """The Secret's decoded `data`, or None when it does not exist."""
         ...
 
+    def service_account_token(self, pod: Obj, *, audience: str | None, seconds: int) -> str:
+        """A token of the pod's ServiceAccount (`spec.serviceAccountName`, else `default`)
+        for `audience`, bound to the pod; PodSetupError when none can be had."""
+        ...
+
 
 @dataclass
 class MappingSource:
@@ -70,6 +82,13 @@ class MappingSource:
 
     def secret(self, name: str) -> Mapping[str, bytes] | None:
         return self.secrets.get(name)
+
+    def service_account_token(self, pod: Obj, *, audience: str | None, seconds: int) -> str:
+        raise PodSetupError(
+            "projected serviceAccountToken: a pod on this machine has no cluster to issue it a "
+            "ServiceAccount token; a local run authenticates with a key Secret "
+            "(model.auth.secretRef) instead"
+        )
 
 
 def image_repository(image: str) -> str:
@@ -183,19 +202,31 @@ def materialize_mounts(pod: Obj, *, container: Obj, source: VolumeSource, root: 
         if volume is None:
             raise PodSetupError(f"volumeMount {mount['name']!r} names no volume")
         target = local_path(root, mount["mountPath"])
-        write_volume(volume, target=target, sub_path=mount.get("subPath"), source=source)
-        if "configMap" in volume or "secret" in volume:
+        write_volume(volume, target=target, sub_path=mount.get("subPath"), source=source, pod=pod)
+        if has_files(volume):
             paths.append(mount["mountPath"])
     return paths
 
 
-def write_volume(volume: Obj, *, target: Path, sub_path: str | None, source: VolumeSource) -> None:
+def has_files(volume: Obj) -> bool:
+    """True for the volume kinds whose files come from the API (not a scratch directory)."""
+    return "configMap" in volume or "secret" in volume or "projected" in volume
+
+
+def write_volume(
+    volume: Obj,
+    *,
+    target: Path,
+    sub_path: str | None,
+    source: VolumeSource,
+    pod: Obj | None = None,
+) -> None:
     """Files of one volume at `target` (only `sub_path` of it, when given)."""
-    files = volume_files(volume, source=source)
+    files = volume_files(volume, source=source, pod=pod)
     if files is None:  # emptyDir and anything without files of its own
         target.mkdir(parents=True, exist_ok=True)
         return
-    secret = "secret" in volume
+    secret = "secret" in volume or "projected" in volume  # a token or Secret keys: 0600
     if sub_path is not None:
         if sub_path not in files:
             raise PodSetupError(f"volume {volume['name']!r} has no key {sub_path!r} (subPath)")
@@ -205,15 +236,53 @@ def write_volume(volume: Obj, *, target: Path, sub_path: str | None, source: Vol
         _write_file(target / rel, content, secret=secret)
 
 
-def volume_files(volume: Obj, *, source: VolumeSource) -> dict[str, bytes] | None:
-    """Relative path → content of a ConfigMap or Secret volume; None for other kinds."""
+def volume_files(
+    volume: Obj, *, source: VolumeSource, pod: Obj | None = None
+) -> dict[str, bytes] | None:
+    """Relative path → content of a ConfigMap, Secret or projected volume; None for other
+    kinds. A projected volume's `serviceAccountToken` needs the `pod` it is bound to."""
+    if "projected" in volume:
+        files: dict[str, bytes] = {}
+        for projection in volume["projected"].get("sources") or []:
+            files.update(_projected(projection, volume=volume, source=source, pod=pod or {}))
+        return files
+    return _object_files(volume, source=source)
+
+
+def _projected(projection: Obj, *, volume: Obj, source: VolumeSource, pod: Obj) -> dict[str, bytes]:
+    """The files of one source of a projected volume."""
+    if "serviceAccountToken" in projection:
+        spec = projection["serviceAccountToken"]
+        seconds = int(spec.get("expirationSeconds") or 3600)
+        token = source.service_account_token(pod, audience=spec.get("audience"), seconds=seconds)
+        return {spec["path"]: token.encode()}
+    if "downwardAPI" in projection:
+        items = projection["downwardAPI"].get("items") or []
+        return {item["path"]: _downward(pod, item).encode() for item in items}
+    for kind in ("configMap", "secret"):
+        if kind in projection:
+            found = _object_files({"name": volume["name"], kind: projection[kind]}, source=source)
+            return found or {}
+    raise PodSetupError(
+        f"volume {volume['name']!r}: projected source {sorted(projection)} is not supported by "
+        "the node agent (it writes configMap, secret, downwardAPI and serviceAccountToken)"
+    )
+
+
+def _downward(pod: Obj, item: Obj) -> str:
+    if "fieldRef" not in item:
+        raise PodSetupError(f"downwardAPI item {item.get('path')!r}: only fieldRef is supported")
+    return field_value(pod, item["fieldRef"]["fieldPath"])
+
+
+def _object_files(volume: Obj, *, source: VolumeSource) -> dict[str, bytes] | None:
     if "configMap" in volume:
         spec, kind = volume["configMap"], "ConfigMap"
         found = source.config_map(spec["name"])
         data = None if found is None else {k: v.encode() for k, v in found.items()}
     elif "secret" in volume:
         spec, kind = volume["secret"], "Secret"
-        spec = {**spec, "name": spec.get("secretName", "")}
+        spec = {**spec, "name": spec.get("secretName", spec.get("name", ""))}
         data = None if (raw := source.secret(spec["name"])) is None else dict(raw)
     else:
         return None

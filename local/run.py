@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, TextIO
 
+from controller.core.runnerpod import model_token
 from controller.core.settings import SettingsError, settings_from_env
 from local import generic
 from local.display import Console
@@ -50,6 +51,13 @@ from local.schedule import run_scheduled
 from local.serve import DeploymentsForRun, ServeError, pairs
 
 DEFAULT_WORK_DIR = ".longrun"
+# A ServiceAccount token is the cluster's to issue (TokenRequest); this machine has none.
+LOCAL_TOKEN = (
+    "model.auth.serviceAccountToken: a local run has no cluster to issue a ServiceAccount "
+    "token; for `longrun run` authenticate with a key Secret instead (model.auth.secretRef), "
+    "e.g. --set 'icfg:spec.model.auth={secretRef: {name: model-key, key: api-key}}' "
+    "--env-file model-key=key.env, or run it in a cluster"
+)
 
 EPILOG = """\
 images: the built-in runner image (any tag) runs as `python -m runners` in this Python;
@@ -188,6 +196,8 @@ def prepare(args: argparse.Namespace, *, console: Console) -> LocalRun:
     )
     try:
         resolved = resolve_run(run, inputs, settings=settings, deployments=using.lookup(run))
+        if model_token(resolved.config_spec) is not None:
+            raise InputError(LOCAL_TOKEN)
     except BaseException:
         using.stop()
         raise

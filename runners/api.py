@@ -38,6 +38,9 @@ class InputRecord:
     position: int
     id: str
     data: Record
+    # The record's JSON text as read, when it is valid JSON as it stands (runners/jsonio.py):
+    # JSON outputs echo it instead of encoding `data` again. None: encode `data`.
+    text: str | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +79,7 @@ class OutputRecord:
     input: Record
     prediction: Any
     usage: Any = None  # OpenAI protocols: the answer's token usage (prompt, completion, total)
+    input_text: str | None = None  # `input` as JSON text (InputRecord.text), or None
 
 
 @dataclass(slots=True)
@@ -90,6 +94,7 @@ class ErrorRecord:
     reason: str
     code: str | None = None
     response: Any = None
+    input_text: str | None = None  # `input` as JSON text (InputRecord.text), or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +122,9 @@ class RunContext:
     first_record: Callable[[], Record | None] | None = field(default=None, compare=False)
     # The input's `format` (e.g. "openai-batch": each record is a whole OpenAI request).
     input_format: str | None = None
+    # This pod's index among the run's pods (contract `partitioning`, runners/shards.py).
+    shard_index: int = 0
+    shard_count: int = 1
 
     def execution_subpath(self, base: str) -> str:
         """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""

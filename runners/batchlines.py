@@ -34,6 +34,7 @@ from typing import Any
 
 from contracts.llm import BATCH_URLS
 from runners.api import ErrorRecord, OutputRecord
+from runners.jsonio import dump_lines
 
 FAILED = "failed"  # the code of a failure nothing more is known about
 _URLS = ", ".join(BATCH_URLS)
@@ -106,16 +107,14 @@ def line(record: OutputRecord | ErrorRecord, *, salt: str) -> dict[str, Any]:
     }
 
 
-def encode_chunk(records: Sequence[OutputRecord | ErrorRecord], *, salt: str, dumps: Any) -> bytes:
-    """One chunk of output (or error) lines; `dumps` is formats' JSON encoder."""
+def encode_chunk(records: Sequence[OutputRecord | ErrorRecord], *, salt: str) -> bytes:
+    """One chunk of output (or error) lines."""
     if not records:
         return b""
-    lines = [dumps(line(record, salt=salt)) for record in records]
-    lines.append("")
-    return "\n".join(lines).encode()
+    return dump_lines(records, row=lambda record: line(record, salt=salt))
 
 
 def decode_rows(text: str) -> list[dict[str, Any]]:
     """The lines of a chunk as rows keyed like formats' own (`id` is the custom_id)."""
-    rows = [json.loads(text_line) for text_line in text.splitlines() if text_line.strip()]
+    rows = [json.loads(text_line) for text_line in text.split("\n") if text_line.strip()]
     return [{**row, "id": row.get("custom_id") or ""} for row in rows]

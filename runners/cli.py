@@ -40,6 +40,7 @@ from runners.opening import Opened, check_plugins, load_contract, open_all
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
 from runners.redact import redact_result, redacting
 from runners.retry import Stopped
+from runners.shards import Shard
 
 PROG = "longrun-runner"
 DEFAULT_TERMINATION_PATH = "/dev/termination-log"
@@ -132,6 +133,7 @@ def _run(
         stop=stop,
         ids_from_field=opened.ctx.id_field is not None,
         counts_tokens=contract.model.protocol in OPENAI_PROTOCOLS,
+        shard=Shard(opened.ctx.shard_index, opened.ctx.shard_count),
     )
     report = functools.partial(
         _report, stats, opened, started=started, tokens=pipeline.counts_tokens
@@ -171,10 +173,12 @@ def _install_sigterm(stop: threading.Event) -> None:
 
 def _log_start(contract: RunnerContract, opened: Opened) -> None:
     pod = os.environ.get("POD_UID", "-")
+    ctx = opened.ctx
+    shard = f" index={ctx.shard_index} of {ctx.shard_count}" if ctx.shard_count > 1 else ""
     print(
         f"{PROG}: run={contract.run.namespace}/{contract.run.name} uid={opened.ctx.run_uid} "
         f"job={opened.ctx.job_name} pod={pod} input={contract.input.kind} "
-        f"output={opened.sink.location} model={contract.model.protocol}",
+        f"output={opened.sink.location} model={contract.model.protocol}{shard}",
         file=sys.stderr,
         flush=True,
     )

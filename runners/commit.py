@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from runners.api import (
     ErrorRecord,
@@ -24,6 +25,7 @@ from runners.api import (
     Sink,
     TransientError,
 )
+from runners.columns import ColumnOutput, ColumnRecord
 from runners.formats import json_records
 from runners.modelcalls import Part, Result
 from runners.outcomes import Outcomes
@@ -139,6 +141,27 @@ class Committer:
         return refused
 
 
+def committed_counts(
+    sink: Sink,
+    error_sink: Sink,
+    chunks: set[int],
+    *,
+    retrying: Callable[[Callable[[], Any]], Any],
+    tokens: bool = False,
+) -> dict[str, int]:
+    """What the committed `chunks` hold, as Stats.add counts: every record of a committed chunk
+    was read once and written or failed once; token counts too when `tokens`."""
+    if not chunks:
+        return {}
+    written: int = retrying(lambda: sink.committed_records(chunks))
+    failed: int = retrying(lambda: error_sink.committed_records(chunks))
+    counts = {"chunks": len(chunks), "written": written, "failed": failed}
+    counts["read"] = written + failed
+    if tokens:
+        counts.update(retrying(lambda: sink.committed_usage(chunks)))
+    return counts
+
+
 def _done(result: Result) -> Future[Result]:
     future: Future[Result] = Future()
     future.set_result(result)
@@ -156,8 +179,12 @@ def _split(
     for records, outcomes in parts:
         failures, usage = outcomes.failures, outcomes.usage
         if not failures and usage is None:  # the common case: one object per record
+            if records and type(records[0]) is ColumnRecord:  # Parquet: its input made on demand
+                answer = ColumnOutput.answer
+                outputs += map(answer, records, outcomes.values)  # type: ignore[arg-type]
+                continue
             outputs += [
-                OutputRecord(r.id, r.position, r.data, value)
+                OutputRecord(r.id, r.position, r.data, value, None, r.text)
                 for r, value in zip(records, outcomes.values, strict=True)
             ]
             continue
@@ -165,7 +192,7 @@ def _split(
             failure = failures.get(index)
             if failure is None:
                 used = None if usage is None else usage[index]
-                outputs.append(OutputRecord(r.id, r.position, r.data, value, used))
+                outputs.append(OutputRecord(r.id, r.position, r.data, value, used, r.text))
                 if used is not None:
                     add_usage(tokens, used)
             else:
@@ -179,6 +206,7 @@ def _error(record: InputRecord, failure: RecordFailure) -> ErrorRecord:
     response = failure.response
     if response is not None:
         response = redact_value(response)
+    reason = redact(failure.reason)
     return ErrorRecord(
-        record.id, record.position, record.data, redact(failure.reason), failure.code, response
+        record.id, record.position, record.data, reason, failure.code, response, record.text
     )

@@ -31,12 +31,12 @@ import codecs
 import csv
 import io
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from contracts.storage_fields import OPENAI_BATCH
-from runners import batchlines
+from runners import batchlines, jsonio
 from runners.api import ErrorRecord, InputRecord, OutputRecord
 from runners.jsonvalues import NON_FINITE as NON_FINITE
 from runners.jsonvalues import json_records as json_records
@@ -68,6 +68,8 @@ def guess_format(name: str, explicit: str | None) -> str:
     if explicit:
         return explicit
     lowered = name.lower()
+    if lowered.endswith((".parquet", ".parq")):
+        return "parquet"  # runners/parquet.py
     return "csv" if lowered.endswith((".csv", ".csv.gz")) else "jsonl"
 
 
@@ -156,12 +158,6 @@ def earlier_record(
     return InputRecord(position, fallback, data)
 
 
-# `raw_decode` of a stripped line is `json.loads` without its two whitespace scans: 40 % less
-# CPU per line (2.1 -> 1.25 us for an iris record); parsing input is a fifth to a quarter of
-# the runner's time holding the GIL (py-spy --gil, file -> Triton -> file).
-_DECODE = json.JSONDecoder().raw_decode
-
-
 def _read_jsonl(lines: Iterable[str], *, skip: int) -> Iterator[Row]:
     # Skipped lines are counted, not parsed: resuming far into a file stays cheap.
     for line in lines:
@@ -173,9 +169,7 @@ def _read_jsonl(lines: Iterable[str], *, skip: int) -> Iterator[Row]:
             yield None
             continue
         try:
-            value, end = _DECODE(text)
-            if end != len(text):  # more after the value: json.loads says what, or takes it
-                value = json.loads(text)
+            value = jsonio.loads(text)
         except ValueError as exc:
             yield f"invalid JSON: {exc}"
             continue
@@ -226,53 +220,6 @@ def iter_text_lines(chunks: Iterable[bytes], *, encoding: str = TEXT_ENCODING) -
         yield pending
 
 
-def _json_default(value: Any) -> Any:
-    """The encoder's `default`: jsonable's conversions, TypeError for anything else."""
-    converted = jsonable(value)
-    if converted is value:
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-    return converted
-
-
-# json.dumps with options builds a new encoder per call; one shared encoder writes the same text.
-_ENCODER = json.JSONEncoder(default=_json_default, allow_nan=False)
-
-
-def _one_shot_encoder() -> Callable[[Any], str]:
-    """`_ENCODER.encode` for the objects output rows hold, a third cheaper per row.
-
-    `JSONEncoder.encode` makes a new C encoder on every call (stdlib json.encoder.iterencode);
-    this makes the same one (the same arguments as `_ENCODER`'s) once. One difference: no
-    circular-reference bookkeeping, so a cyclic value (which JSON from sources and models
-    cannot hold) fails with RecursionError instead of ValueError. Without the C accelerator
-    (another Python implementation), `_ENCODER.encode` itself.
-    """
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return _ENCODER.encode
-    chunks = make(
-        None,
-        _json_default,
-        json.encoder.encode_basestring_ascii,
-        None,
-        ": ",
-        ", ",
-        False,
-        False,
-        False,
-    )
-
-    def encode(value: Any) -> str:
-        if isinstance(value, str):
-            return json.encoder.encode_basestring_ascii(value)
-        return "".join(chunks(value, 0))
-
-    return encode
-
-
-_encode = _one_shot_encoder()
-
-
 def output_row(record: OutputRecord | ErrorRecord) -> dict[str, Any]:
     """The JSON object written for one record."""
     row: dict[str, Any] = {
@@ -298,12 +245,28 @@ def encode_chunk(
     if fmt == "csv":
         return _encode_csv(records)
     if fmt == OPENAI_BATCH:
-        return batchlines.encode_chunk(records, salt=salt, dumps=_dumps)
+        return batchlines.encode_chunk(records, salt=salt)
     if not records:
         return b""
-    lines = [_dumps(output_row(r)) for r in records]
-    lines.append("")  # a newline after the last line too
-    return "\n".join(lines).encode()
+    return jsonio.dump_lines(records, row=_echoing_row, plain=output_row)
+
+
+def _echoing_row(record: OutputRecord | ErrorRecord) -> dict[str, Any]:
+    """`output_row` with the input's text in place of its object, when it has one: one dict
+    per record, and the input is not encoded again (runners/jsonio.py). The common record
+    (an answer without usage) is built here in one step."""
+    text = record.input_text
+    if text is None or type(record) is not OutputRecord or record.usage is not None:
+        row = output_row(record)
+        if text is not None:
+            row["input"] = jsonio.Fragment(text)
+        return row
+    return {
+        "id": record.id,
+        "position": record.position,
+        "input": jsonio.Fragment(text),
+        "prediction": record.prediction,
+    }
 
 
 def _encode_csv(records: Sequence[OutputRecord | ErrorRecord]) -> bytes:
@@ -313,21 +276,19 @@ def _encode_csv(records: Sequence[OutputRecord | ErrorRecord]) -> bytes:
     usage = not is_error and any(getattr(r, "usage", None) is not None for r in records)
     header = ["id", "position", "input", "reason" if is_error else "prediction"]
     writer.writerow([*header, "usage"] if usage else header)
+    dumps = jsonio.dumps_text
     for record in records:
         row = output_row(record)
         last = row.get("reason", row.get("prediction"))
-        cells = [row["id"], row["position"], _dumps(row["input"]), _dumps(last, text=is_error)]
-        writer.writerow([*cells, _dumps(row.get("usage"))] if usage else cells)
+        text = record.input_text
+        cells = [
+            row["id"],
+            row["position"],
+            dumps(row["input"]) if text is None else text,
+            last if is_error and isinstance(last, str) else dumps(last),
+        ]
+        writer.writerow([*cells, dumps(row.get("usage"))] if usage else cells)
     return out.getvalue().encode()
-
-
-def _dumps(value: Any, *, text: bool = False) -> str:
-    if text and isinstance(value, str):
-        return value
-    try:
-        return _encode(value)
-    except ValueError:  # NaN or an infinity: the C encoder refuses them, json_safe spells them
-        return _encode(json_safe(value))
 
 
 def count_records(data: bytes, *, fmt: str) -> int:
@@ -362,4 +323,4 @@ def decode_chunk(data: bytes, *, fmt: str) -> list[dict[str, Any]]:
                 row["usage"] = json.loads(row["usage"])
             row["position"] = int(row["position"])
         return rows
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(line) for line in text.split("\n") if line.strip()]

@@ -38,6 +38,7 @@ from runners.api import (
 )
 from runners.formats import UnreadableRecord
 from runners.retry import Backoff, call_with_retry
+from runners.shards import Shard
 
 T = TypeVar("T")
 BATCH_ID_FIELD = "custom_id"
@@ -142,7 +143,9 @@ def _storage_specs(contract: RunnerContract) -> list[tuple[str, StorageSpec]]:
 
 
 def run_context(contract: RunnerContract, *, stop: threading.Event | None = None) -> RunContext:
-    """This execution's identity: the run UID and the Job name (JOB_NAME wins)."""
+    """This execution's identity: the run UID, the Job name (JOB_NAME wins) and, for a run
+    shared by several pods, this pod's index ($JOB_COMPLETION_INDEX; ConfigError if wrong)."""
+    shard = Shard.from_contract(contract.partitioning, os.environ)
     return RunContext(
         run_uid=contract.run.uid,
         job_name=os.environ.get("JOB_NAME") or contract.job_name,
@@ -154,6 +157,8 @@ def run_context(contract: RunnerContract, *, stop: threading.Event | None = None
         stop=stop,
         denied_cidrs=tuple(contract.network.denied_cidrs) if contract.network else (),
         input_format=input_format(contract.input),
+        shard_index=shard.index,
+        shard_count=shard.count,
     )
 
 

@@ -1,44 +1,42 @@
 """The streaming pipeline: read -> batch -> bounded concurrent model calls -> commit chunks.
 
-Why this shape: a run may be millions of records and its pod may be killed at
-any moment, so memory must not depend on the input size and a restart must
-neither lose nor repeat a record.
+Why this shape: a run may be millions of records and its pod may be killed at any moment, so
+memory must not depend on the input size and a restart must neither lose nor repeat a record.
 
 Rules the code relies on:
-- A chunk (`position // chunkSize`) is the unit of commit. The error chunk is
-  written before the output chunk; the output chunk is the commit marker, so a
-  chunk is committed exactly when `sink.committed()` lists it.
-- Chunks are committed in index order by one writer thread, so after a kill the
-  committed set is (at most) a prefix plus whatever an earlier attempt left;
-  records of any committed chunk are skipped, and reading starts at the first
-  uncommitted chunk (`Source.records(skip)` seeks when it can).
-- The first uncommitted chunk may have a stale error chunk from the killed
-  attempt, so its error chunk is always (re)written, even when empty.
-- Memory is bounded by queues: at most 2 x concurrency batches in flight (with
-  `concurrency: auto`, 2 x its maximum; runners/pace.py keeps the requests under its limit), and
-  at most `_CHUNK_QUEUE` (runners/commit.py) finished-but-unwritten chunks;
-  reading blocks otherwise.
-- On stop (SIGTERM) nothing new is read or committed; in-flight work is
-  abandoned; committed chunks stay.
-- The counters start from the records of the committed chunks (output and
-  error), so the error budget and the summary cover the whole run: a pod that
-  resumes after a blown budget must not start again from zero failures.
-- Ids are screened before the model sees them (runners/recordids.py): one an
-  output cannot key a record by, or one an earlier record of the run had, makes
-  a per-record error, the same on every sink. A resumed run first re-reads the
-  ids of its committed chunks when ids come from a field.
+- A chunk (`position // chunkSize`) is the unit of commit. The error chunk is written before the
+  output chunk; the output chunk is the commit marker, so a chunk is committed exactly when
+  `sink.committed()` lists it.
+- Chunks are committed in index order by one writer thread, so after a kill the committed set is
+  (at most) a prefix plus whatever an earlier attempt left; records of committed chunks are
+  skipped, and reading starts at the first uncommitted chunk (`Source.records(skip)` seeks).
+- The first uncommitted chunk may have a stale error chunk from the killed attempt, so its error
+  chunk is always (re)written, even when empty.
+- Memory is bounded by queues: at most 2 x concurrency batches in flight (with `concurrency:
+  auto`, 2 x its maximum; runners/pace.py keeps the requests under its limit), and at most
+  `_CHUNK_QUEUE` (runners/commit.py) finished-but-unwritten chunks; reading blocks otherwise.
+- On stop (SIGTERM) nothing new is read or committed; in-flight work is abandoned; committed
+  chunks stay.
+- The counters start from the records of the committed chunks (output and error), so the error
+  budget and the summary cover the whole run: a pod that resumes after a blown budget must not
+  start again from zero failures.
+- Ids are screened before the model sees them (runners/recordids.py): one an output cannot key a
+  record by, or one an earlier record of the run had, makes a per-record error, the same on every
+  sink. A resumed run first re-reads the ids of its committed chunks when ids come from a field.
 - Every retry counts in `recordsRetried`: model requests, input reads, chunk writes. The
   Prometheus metrics read the same counters (runners/metrics.py), so they equal the summary.
 - Model calls (retries, bisecting a refused batch, a model that does not answer) are
   runners/modelcalls.py's; the error budget's rules are runners/budget.py's. The chunk that
-  crosses the budget is committed before the run stops, so every failed record is in the
-  error output; the budget is judged again at the end, against the whole input.
-- `recordsRead` counts the records of committed chunks, so on every exit the summary has
-  recordsRead = recordsWritten + recordsFailed (records in flight when a run stops are read
-  again by the next pod).
-- A sink that refuses a chunk holding values JSON cannot carry as they are (NaN, a
-  plug-in's object) gets it again with them as formats.json_records makes them: the same
-  strings on every sink, and a per-record error for a prediction that is no JSON value.
+  crosses the budget is committed before the run stops, so every failed record is in the error
+  output; the budget is judged again at the end, against the whole input.
+- `recordsRead` counts the records of committed chunks, so on every exit recordsRead =
+  recordsWritten + recordsFailed (records in flight when a run stops are read again later).
+- A sink that refuses a chunk holding values JSON cannot carry as they are (NaN, a plug-in's
+  object) gets it again with them as formats.json_records makes them: the same strings on every
+  sink, and a per-record error for a prediction that is no JSON value.
+- A run shared by several pods (runners/shards.py): each does the above for its own chunks,
+  reading past the others' (screening their ids), and counts, judges and reports its own; the
+  one that finds every chunk committed completes the output and judges the whole run.
 """
 
 from __future__ import annotations
@@ -48,48 +46,36 @@ import os
 import queue
 import sys
 import threading
-import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TextIO, TypeVar
 
 from contracts.config import OTHER_BATCH_SIZE, RunnerTuning
-from runners.api import ErrorRecord, InputRecord, ModelClient, Sink, Source, TransientError
+from runners.api import ErrorRecord, InputRecord, ModelClient, Sink, Source
 from runners.budget import Budget, BudgetExceeded
-from runners.commit import ChunkJob, Committer
+from runners.commit import ChunkJob, Committer, committed_counts
 from runners.formats import UnreadableRecord
 from runners.metrics import RunnerMetrics, Stats
 from runners.modelcalls import ModelCalls, Result
 from runners.pace import auto_concurrency
 from runners.progress import Progress
 from runners.recordids import IdScreen, refusal_code
-from runners.retry import Backoff, Contact, RateLimiter, Stopped, call_with_retry
+from runners.retry import (
+    Backoff,
+    Contact,
+    Halt,
+    RateLimiter,
+    Stopped,
+    call_with_retry,
+    source_records,
+)
+from runners.shards import Shard, early_excess, whole_run
 
 T = TypeVar("T")
-_POLL = 0.2
+_POLL = 0.2  # seconds: how soon a blocked reader sees SIGTERM or a failed run
 __all__ = ["BudgetExceeded", "Pipeline", "Stats"]
-
-
-class _Halt:
-    """What in-flight work waits on: set on SIGTERM (`stop`) or when the run has failed."""
-
-    def __init__(self, stop: threading.Event) -> None:
-        self.stop = stop
-        self.failed = threading.Event()
-
-    def is_set(self) -> bool:
-        return self.stop.is_set() or self.failed.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Like Event.wait, for either event (SIGTERM is seen within `_POLL` seconds)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self.is_set():
-            left = _POLL if deadline is None else min(_POLL, deadline - time.monotonic())
-            if left <= 0:
-                return False
-            self.failed.wait(left)
-        return True
 
 
 @dataclass
@@ -110,6 +96,7 @@ class Pipeline:
     metrics: RunnerMetrics = field(default_factory=RunnerMetrics)  # runners/metrics.py
     # The protocol answers with token usage (OpenAI): progress lines say tokens and tokens/s.
     counts_tokens: bool = False
+    shard: Shard = field(default_factory=Shard.one)  # its chunks (runners/shards.py)
 
     def __post_init__(self) -> None:
         t = self.tuning
@@ -119,7 +106,7 @@ class Pipeline:
         self._slots = threading.Semaphore(2 * t.concurrency_cap)
         self._pace = auto_concurrency(t, log=self._log)
         self._ids = IdScreen(unique=self.ids_from_field)
-        self._halt = _Halt(self.stop)
+        self._halt = Halt(self.stop)
         self._committer = Committer(  # the writer thread (runners/commit.py)
             sink=self.sink,
             error_sink=self.error_sink,
@@ -130,13 +117,22 @@ class Pipeline:
             check_budget=self._check_budget,
         )
         self._fatal: BaseException | None = None  # why the run stopped, when a worker knew first
+        self._run_total: int | None = None  # the input's records, once counted
+        self._input_end: int | None = None  # past the input's last position, once read there
         self._budget = Budget.from_tuning(t)
         self._progress: Progress | None = None
+        self._job: ChunkJob | None = None  # the chunk being read, and its batch (_read_all)
+        self._batch: list[InputRecord] = []
         self._calls = self._model_calls(answered=False)
         self.metrics.watch(self.stats, total=self._total)
 
     def _total(self) -> int | None:
         return None if self._progress is None else self._progress.total
+
+    def _share(self) -> int | None:
+        """The input's records in this pod's chunks (all of them for a one-pod run)."""
+        self._run_total = self.source.total()
+        return self.shard.share(self._run_total, self.tuning.chunk_size)
 
     def _model_calls(self, *, answered: bool) -> ModelCalls:
         assert self.backoff is not None
@@ -159,22 +155,19 @@ class Pipeline:
         exporter starts first, when the pod names its port (runners/metrics.py).
         """
         self.metrics.serve_from_env(os.environ, log=self._log)
-        committed = self._retrying(self.sink.committed)
-        first = _first_missing(committed)
-        written = self._retrying(lambda: self.sink.committed_records(committed)) if committed else 0
-        failed = (
-            self._retrying(lambda: self.error_sink.committed_records(committed)) if committed else 0
+        shard, size = self.shard, self.tuning.chunk_size
+        committed = {c for c in self._retrying(self.sink.committed) if shard.owns(c)}
+        first = shard.first_missing(committed)
+        sinks, tokens = (self.sink, self.error_sink), self.counts_tokens
+        self.stats.add(
+            **committed_counts(*sinks, committed, retrying=self._retrying, tokens=tokens)
         )
-        # Every record of a committed chunk was read once and written or failed once.
-        self.stats.add(chunks=len(committed), written=written, failed=failed, read=written + failed)
-        if committed and self.counts_tokens:
-            self.stats.add(**self._retrying(lambda: self.sink.committed_usage(committed)))
         # Chunks committed by an earlier pod: the model answered in this run.
         self._calls = self._model_calls(answered=bool(committed))
         progress = self._progress = Progress(
             interval=self.tuning.progress_interval_seconds,
-            total=self.source.total,  # counted on its own thread: the run does not wait
-            done_before=first * self.tuning.chunk_size,
+            total=self._share,  # counted on its own thread: the run does not wait
+            done_before=shard.before(first) * size,
             stream=self.log,
             counts=lambda: (self.stats.read, self.stats.written, self.stats.failed),
             tokens=(lambda: self.stats.total_tokens) if self.counts_tokens else None,
@@ -208,47 +201,74 @@ class Pipeline:
     # -- reading (main thread) -------------------------------------------------------
 
     def _read_all(self, pool: ThreadPoolExecutor, *, committed: set[int], first: int) -> None:
+        """Read, cut batches (at most `batchSize` records, never across chunks) and chunk jobs,
+        and queue them. Records come a batch's worth at a time, at most what the chunk can still
+        hold: all readable and in one uncommitted chunk (the common case), they join its batch
+        at once; else `_take` places them one by one. Per record: only the source's work."""
         # `batchSize` unset: the runner fills it in for the protocol (cli.load_contract).
         size, batch_size = self.tuning.chunk_size, self.tuning.batch_size or OTHER_BATCH_SIZE
-        self._remember_ids(committed)
-        job: ChunkJob | None = None
-        batch: list[InputRecord] = []
-        for record in self._records(first * size):
-            index = record.position // size
-            if index in committed:
-                if self.stop.is_set():
-                    raise Stopped()
+        self._remember_ids(committed, before=first * size)
+        self._job, self._batch = None, []
+        records, end = self._records(first * size), first * size  # end: past the last read
+        while block := list(islice(records, _room(end, size, batch_size - len(self._batch)))):
+            index, end = block[0].position // size, block[-1].position + 1
+            if not self.shard.owns(index) and (end - 1) // size == index:
+                self._pass_over(block)  # another pod's chunk
                 continue
-            if job is None or index != job.index:
-                self._flush(pool, job, batch)
-                job, batch = ChunkJob(index), []
-            if isinstance(record, UnreadableRecord):
-                job.fail(record, record.reason, code=record.code)
+            if (
+                (end - 1) // size != index
+                or index in committed
+                or UnreadableRecord in map(type, block)
+            ):
+                for record in block:
+                    self._take(pool, record, committed=committed)
                 continue
-            batch.append(record)
-            if len(batch) >= batch_size:
-                self._queue_batch(pool, job, batch)
-                batch = []
-        self._flush(pool, job, batch)
+            if self._job is None or self._job.index != index:
+                self._flush(pool, self._job, self._batch)
+                self._job, self._batch = ChunkJob(index), []
+            self._batch += block
+            if len(self._batch) >= batch_size:
+                self._queue_batch(pool, self._job, self._batch)
+                self._batch = []
+        self._flush(pool, self._job, self._batch)
+        if end > first * size:  # the source ran out past the last record read
+            self._input_end = end
 
-    def _remember_ids(self, committed: set[int]) -> None:
-        """Feed the id screen the ids of the committed chunks: one pass over their input."""
-        if not committed or not self._ids.remembers:
-            return
-        size, ids = self.tuning.chunk_size, []
-        with contextlib.closing(self._records(0)) as records:
-            for record in records:
-                if record.position >= (max(committed) + 1) * size or self.stop.is_set():
-                    break
-                if record.position // size in committed and not isinstance(
-                    record, UnreadableRecord
-                ):
-                    ids.append(record.id)
-                if len(ids) >= 65536:
-                    self._ids.remember(ids)
-                    ids = []
+    def _pass_over(self, block: list[InputRecord]) -> None:
+        """Records of a committed chunk or of another pod's: only their ids, which later
+        records may repeat."""
         self._check_running()
-        self._ids.remember(ids)
+        if self._ids.remembers:
+            self._ids.remember([r.id for r in block if not isinstance(r, UnreadableRecord)])
+
+    def _take(self, pool: ThreadPoolExecutor, record: InputRecord, *, committed: set[int]) -> None:
+        """Place one record: skip it (committed chunk), or fail it (unreadable) or batch it in
+        its chunk's job."""
+        size, batch_size = self.tuning.chunk_size, self.tuning.batch_size or OTHER_BATCH_SIZE
+        index = record.position // size
+        if index in committed or not self.shard.owns(index):
+            self._pass_over([record])
+            return
+        job = self._job
+        if job is None or index != job.index:
+            self._flush(pool, job, self._batch)
+            job = self._job = ChunkJob(index)
+            self._batch = []
+        if isinstance(record, UnreadableRecord):
+            job.fail(record, record.reason, code=record.code)
+            return
+        self._batch.append(record)
+        if len(self._batch) >= batch_size:
+            self._queue_batch(pool, job, self._batch)
+            self._batch = []
+
+    def _remember_ids(self, committed: set[int], *, before: int) -> None:
+        """Feed the id screen the ids before `before` and of the committed chunks."""
+        if self._ids.remembers and (before or committed):
+            with contextlib.closing(self._records(0)) as rs:
+                size = self.tuning.chunk_size
+                self._ids.remember_read(rs, before, committed=committed, size=size, stop=self.stop)
+            self._check_running()
 
     def _queue_batch(
         self, pool: ThreadPoolExecutor, job: ChunkJob, batch: list[InputRecord]
@@ -261,33 +281,10 @@ class Pipeline:
             job.parts.append(self._submit(pool, batch))
 
     def _records(self, skip: int) -> Generator[InputRecord, None, None]:
-        """Source records from `skip`, reopening after a TransientError where it stopped.
-
-        Attempts count the failures since the last record read. Nothing else is done per
-        record here: SIGTERM is seen by the reader at the next batch or chunk.
-        """
+        """Source records from `skip`, reopening after a TransientError where it stopped."""
         assert self.backoff is not None
-        attempt = 1
-        while True:
-            record: InputRecord | None = None
-            try:
-                records = self.source.records(skip)
-                try:
-                    for record in records:
-                        yield record
-                finally:
-                    records.close()  # a generator (Source contract): its cursor or file goes now
-                return
-            except TransientError as exc:
-                if record is not None:  # it got further: resume after it, attempts anew
-                    skip, attempt = record.position + 1, 1
-                if attempt >= self.backoff.max_attempts:
-                    raise
-                self.stats.add(retried=1)
-                self._log(f"input: {exc}; retrying (attempt {attempt + 1})")
-                if self.stop.wait(self.backoff.delay(attempt, retry_after=exc.retry_after)):
-                    raise Stopped() from exc
-                attempt += 1
+        on_retry = lambda: self.stats.add(retried=1)  # noqa: E731
+        return source_records(self.source, skip, self.backoff, self.stop, on_retry, self._log)
 
     def _flush(
         self, pool: ThreadPoolExecutor, job: ChunkJob | None, batch: list[InputRecord]
@@ -351,6 +348,10 @@ class Pipeline:
         (runners/budget.py); `errors` are the last chunk's, `final` says every record is done."""
         with self.stats.lock:
             failed, done = self.stats.failed, self.stats.written + self.stats.failed
+        if not self.shard.whole:  # the whole run is judged by the pod that completes it
+            if not final and (excess := early_excess(self._budget, failed, run=self._run_total)):
+                raise BudgetExceeded(excess + _last(errors))
+            return
         progress = self._progress
         total = None if progress is None else progress.total
         excess = self._budget.excess(failed, done, total=total, final=final)
@@ -361,8 +362,7 @@ class Pipeline:
                     raise Stopped()
             excess = self._budget.excess(failed, done, total=progress.total, final=final)
         if excess:
-            last = f"; last: {errors[-1].reason[:300]}" if errors else ""
-            raise BudgetExceeded(excess + last)
+            raise BudgetExceeded(excess + _last(errors))
 
     def _finish(self) -> None:
         if self._fatal is not None:
@@ -372,20 +372,28 @@ class Pipeline:
         if self.stop.is_set():
             raise Stopped()
         self._check_budget([], final=True)
-        summary = {
-            "recordsWritten": self.stats.written,
-            "recordsFailed": self.stats.failed,
-            "chunks": self.stats.chunks,
-        }
-        self.error_sink.finish(summary)
-        self.sink.finish(summary)
+        s = self.stats
+        counts: tuple[int, int, int] | None = (s.written, s.failed, s.chunks)
+        if not self.shard.whole:  # the pod that finds every chunk committed completes the run
+            counts = whole_run(self.sink, self.error_sink, size=self.tuning.chunk_size,
+                               input_end=self._input_end, records=self._records,
+                               retrying=self._retrying, budget=self._budget)  # fmt: skip
+            self._log(f"{self.shard.describe()}: {'completing' if counts else 'done'}")
+        if counts is None:
+            return
+        summary = dict(zip(("recordsWritten", "recordsFailed", "chunks"), counts, strict=True))
+        for sink in (self.error_sink, self.sink):
+            self._retrying(lambda: sink.finish(summary))  # noqa: B023 (called at once)
 
     def _log(self, message: str) -> None:
         print(f"longrun-runner: {message}", file=self.log or sys.stderr, flush=True)
 
 
-def _first_missing(committed: set[int]) -> int:
-    index = 0
-    while index in committed:
-        index += 1
-    return index
+def _room(end: int, size: int, wanted: int) -> int:
+    """`wanted`, but no more than the chunk of position `end` (the next record's at the
+    earliest: positions only grow) can still hold."""
+    return min(wanted, size - end % size)
+
+
+def _last(errors: list[ErrorRecord]) -> str:
+    return f"; last: {errors[-1].reason[:300]}" if errors else ""

@@ -22,15 +22,19 @@ process, which is fine for that).
 from __future__ import annotations
 
 import bisect
+import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from runners.api import InputRecord
+from runners.formats import UnreadableRecord
 
 MAX_ID_LENGTH = 255  # characters: the SQL output's record_id column, varchar(255)
+_ID = attrgetter("id")
 
 
 class IdScreen:
@@ -48,6 +52,32 @@ class IdScreen:
         """True when the screen must know the ids of chunks committed before it started."""
         return self._seen is not None
 
+    def remember_read(
+        self,
+        records: Iterable[InputRecord],
+        before: int,
+        *,
+        committed: set[int],
+        size: int,
+        stop: threading.Event,
+    ) -> None:
+        """Remember the ids `records` (read from position 0) hold before position `before`
+        (where this pod starts reading: what a one-pod run, or the run's other pods, read
+        first) and in the `committed` chunks (of `size` records): one pass over them."""
+        end = max(before, (max(committed) + 1) * size if committed else 0)
+        ids: list[str] = []
+        for record in records:
+            if record.position >= end or stop.is_set():
+                break
+            if type(record) is not UnreadableRecord and (
+                record.position < before or record.position // size in committed
+            ):
+                ids.append(record.id)
+            if len(ids) >= 65536:
+                self.remember(ids)
+                ids = []
+        self.remember(ids)
+
     def remember(self, ids: Sequence[str]) -> None:
         """Count `ids` as admitted already (ids of committed chunks, for a resumed run)."""
         if self._seen is not None:
@@ -57,8 +87,9 @@ class IdScreen:
         self, batch: list[InputRecord]
     ) -> tuple[list[InputRecord], list[tuple[InputRecord, str]]]:
         """(records to predict, refused records with the reason), in the batch's order."""
-        refused = [(r, _too_long(r.id)) for r in batch if len(r.id) > MAX_ID_LENGTH]
-        if refused:
+        refused: list[tuple[InputRecord, str]] = []
+        if max(map(len, map(_ID, batch)), default=0) > MAX_ID_LENGTH:  # one C loop a batch
+            refused = [(r, _too_long(r.id)) for r in batch if len(r.id) > MAX_ID_LENGTH]
             batch = [r for r in batch if len(r.id) <= MAX_ID_LENGTH]
         if self._seen is not None and batch:
             repeated = self._seen.add([r.id for r in batch])

@@ -27,13 +27,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Protocol, TypeVar
 
 from contracts.config import RunnerTuning
-from runners.api import BatchRejected, TransientError
+from runners.api import BatchRejected, InputRecord, Source, TransientError
 
 T = TypeVar("T")
 
@@ -242,3 +242,65 @@ class RequestPolicy:
         count: int = getattr(self._seen, "overloads", 0)
         self._seen.overloads = 0
         return count
+
+
+_HALT_POLL = 0.2  # seconds: how soon `Halt.wait` sees SIGTERM
+
+
+class Halt:
+    """What in-flight work waits on: set on SIGTERM (`stop`) or when the run has failed
+    (the pipeline's model calls, runners/modelcalls.py)."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        self.stop = stop
+        self.failed = threading.Event()
+
+    def is_set(self) -> bool:
+        return self.stop.is_set() or self.failed.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Like Event.wait, for either event (SIGTERM is seen within `_HALT_POLL` seconds)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            left = _HALT_POLL if deadline is None else min(_HALT_POLL, deadline - time.monotonic())
+            if left <= 0:
+                return False
+            self.failed.wait(left)
+        return True
+
+
+def source_records(
+    source: Source,
+    skip: int,
+    backoff: Backoff,
+    stop: threading.Event,
+    retried: Callable[[], None],
+    log: Callable[[str], None],
+) -> Generator[InputRecord, None, None]:
+    """`source`'s records from `skip`, reopening after a TransientError where it stopped.
+
+    Attempts count the failures since the last record read; `retried()` counts each retry,
+    and `log` says why. Nothing else is done per record here: SIGTERM is seen by the reader at the
+    next batch or chunk.
+    """
+    attempt = 1
+    while True:
+        record: InputRecord | None = None
+        try:
+            records = source.records(skip)
+            try:
+                for record in records:
+                    yield record
+            finally:
+                records.close()  # a generator (Source contract): its cursor or file goes now
+            return
+        except TransientError as exc:
+            if record is not None:  # it got further: resume after it, attempts anew
+                skip, attempt = record.position + 1, 1
+            if attempt >= backoff.max_attempts:
+                raise
+            retried()
+            log(f"input: {exc}; retrying (attempt {attempt + 1})")
+            if stop.wait(backoff.delay(attempt, retry_after=exc.retry_after)):
+                raise Stopped() from exc
+            attempt += 1

@@ -28,6 +28,9 @@ _.keep_alive  # kubernetes Configuration
 _.ModelInfer  # the gRPC servicer's method name
 _.makefile  # socket protocol (bench's canned socket)
 _.server_version  # http.server's Server header (batchapi/server.py)
+_.request_queue_size  # socketserver's listen backlog (bench/sharded_run.py LatencyServer)
+_.address_family  # socketserver reads it: an IPv6 listen address (runners/tokencheck/server.py)
+_.do_OPTIONS  # http.server dispatches by method name (runners/tokencheck/server.py)
 _.readable  # io.RawIOBase protocol (tests/batchapi/test_bodies.py)
 _.readinto  # io.RawIOBase protocol (tests/batchapi/test_bodies.py)
 _.int64_param  # protobuf field
@@ -65,3 +68,5 @@ _.when_unsatisfiable  # TopologySpreadConstraint
 _.min_domains  # TopologySpreadConstraint
 _.node_affinity_policy  # TopologySpreadConstraint
 _.node_taints_policy  # TopologySpreadConstraint
+_.seekable  # io.RawIOBase protocol, called by pyarrow (runners/parquet.py RangeFile)
+_.writelines  # file protocol of runners/redact.py's redacting stream

@@ -36,7 +36,16 @@ from contracts.serving.deployment_status import (
     ApiKeysStatus,
     ModelDeploymentStatus,
 )
-from contracts.serving.endpoint import AuthSpec, EndpointSpec, IngressSpec, IssuerRef, TlsSpec
+from contracts.serving.endpoint import (
+    CLUSTER_API_HOSTS,
+    AuthSpec,
+    ConfigMapKeyRef,
+    EndpointSpec,
+    IngressSpec,
+    IssuerRef,
+    OidcSpec,
+    TlsSpec,
+)
 from contracts.serving.kinds import (
     AGE,
     MODEL_DEPLOYMENT_KIND,
@@ -98,6 +107,7 @@ __all__ = [
     "API_KEYS_SECRET_KEY",
     "API_KEY_SECRET_KEY",
     "CATALOG_KEY",
+    "CLUSTER_API_HOSTS",
     "COMPUTES",
     "DIRECTORY_FORMATS",
     "GENERATIVE_FORMATS",
@@ -125,6 +135,7 @@ __all__ = [
     "CatalogEntry",
     "CatalogError",
     "Compute",
+    "ConfigMapKeyRef",
     "DeploymentModel",
     "DeploymentPhase",
     "EndpointSpec",
@@ -146,6 +157,7 @@ __all__ = [
     "ModelSource",
     "ModelSpec",
     "ModelStatus",
+    "OidcSpec",
     "PodsMetric",
     "RuntimeKind",
     "RuntimeSpec",

@@ -106,6 +106,13 @@ class ModelDeploymentStatus(Schema):
     api_keys: ApiKeysStatus | None = Field(
         default=None, description="What the controller knows of the keys it made (no key)."
     )
+    token_audiences: list[ShortText] | None = Field(
+        default=None,
+        description=(
+            "With auth.oidc: the audiences its tokens may carry (a run sets one as "
+            "model.auth.serviceAccountToken.audience)."
+        ),
+    )
     accepted_model: AcceptedModel | None = Field(
         default=None,
         description="The Model version the pods are rendered from (modelRef only).",

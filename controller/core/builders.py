@@ -7,7 +7,8 @@ template is controller/core/runnerpod.py's, what every child shares
 controller/core/children.py's. Both are re-exported here, so callers import one module.
 
 The Job's podFailurePolicy (`pod_failure_policy`) decides which runner exits count
-against `backoffLimit`.
+against `backoffLimit` (or, for a run spread over several pods, against each index's
+`backoffLimitPerIndex`: `retry_fields`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from contracts.contract import (
     DEFAULT_SECRETS_DIR,
     EXIT_BAD_CONTRACT,
     ConfigIdentity,
+    Partitioning,
     RunIdentity,
     RunnerContract,
     RunnerNetwork,
@@ -35,6 +37,7 @@ from controller.core.children import (
     owner_reference,
     service_account_of,
 )
+from controller.core.jobs import EXIT_SIGTERM
 from controller.core.kueue import policy as queueing
 from controller.core.runnerpod import (
     JOB_NAME_LABEL,
@@ -47,9 +50,6 @@ from controller.core.runnerpod import (
     volumes_and_mounts,
 )
 from controller.core.settings import Settings
-
-# The runner's exit code when SIGTERM stopped it (128 + 15; runners/cli.py EXIT_SIGTERM).
-EXIT_SIGTERM = 143
 
 # Re-exported: callers build every child of a run from this module.
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
     "pod_failure_policy",
     "restricted_container_security",
     "restricted_pod_security",
+    "retry_fields",
     "runner_env",
     "service_account_of",
     "spec_hash",
@@ -113,6 +114,7 @@ def build_contract(resolved: Resolved, settings: Settings | None = None) -> Runn
         timeout_seconds=spec.timeout_seconds,
         secrets_dir=DEFAULT_SECRETS_DIR,
         network=RunnerNetwork(denied_cidrs=list(denied)) if denied else None,
+        partitioning=Partitioning(count=spec.parallelism) if spec.parallelism > 1 else None,
     )
 
 
@@ -167,13 +169,35 @@ def pod_failure_policy() -> Manifest:
 def build_job_spec(resolved: Resolved, settings: Settings) -> Manifest:
     """The Job spec of one execution (one-shot Job or a CronJob's jobTemplate)."""
     spec: Manifest = {
-        "backoffLimit": resolved.config_spec.backoff_limit,
+        **retry_fields(resolved.spec.parallelism, resolved.config_spec.backoff_limit),
         "podFailurePolicy": pod_failure_policy(),
         "template": build_pod_template(resolved, settings),
     }
     if resolved.spec.timeout_seconds is not None:
         spec["activeDeadlineSeconds"] = resolved.spec.timeout_seconds
     return spec
+
+
+def retry_fields(parallelism: int, backoff_limit: int) -> Manifest:
+    """How many pods an execution runs and how often each is retried.
+
+    One pod: `backoffLimit`. Several (spec.parallelism): an Indexed Job whose `parallelism`
+    pods run at once, one per index; the config's backoffLimit applies to each index
+    (`backoffLimitPerIndex`), and `maxFailedIndexes: 0` fails the Job as soon as one index has
+    spent its retries, since a run with a part missing has failed. `backoffLimit` stays unset:
+    the API server then defaults it to 2147483647, so only the per-index limit counts. The
+    podFailurePolicy's FailJob (exit 2) still fails the whole Job at once: every index reads
+    the same contract.
+    """
+    if parallelism == 1:
+        return {"backoffLimit": backoff_limit}
+    return {
+        "completionMode": "Indexed",
+        "completions": parallelism,
+        "parallelism": parallelism,
+        "backoffLimitPerIndex": backoff_limit,
+        "maxFailedIndexes": 0,
+    }
 
 
 def auto_delete_annotations(spec: InferenceConfigSpec) -> dict[str, str]:

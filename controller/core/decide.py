@@ -45,7 +45,12 @@ from controller.core.validation import Problem
 from controller.core.writes import Create, Delete, Patch
 
 OPTIONAL_CRON = ("timeZone", "startingDeadlineSeconds")
-OPTIONAL_JOB = ("activeDeadlineSeconds", "suspend")  # suspend: a job template in a queue
+# Job template fields we set only sometimes: suspend (a job template in a queue); the first
+# (one pod) or the rest (spec.parallelism > 1: builders.retry_fields) of the retry fields.
+OPTIONAL_JOB = (
+    "activeDeadlineSeconds", "suspend", "backoffLimit", "completionMode", "completions",
+    "parallelism", "backoffLimitPerIndex", "maxFailedIndexes",
+)  # fmt: skip
 
 
 ChildWrite = Create[Kind] | Patch[Kind]
@@ -288,7 +293,9 @@ def cron_job_ops(current: Obj, spec: Obj) -> list[Obj]:
 
     Fields the API server defaulted and we never set (completionMode, parallelism,
     ...) are left as they are: replacing the whole spec would drop them, and the
-    real API server only re-defaults them on update, which an emulator may not.
+    real API server only re-defaults them on update, which an emulator may not. Those we
+    set for some runs only (OPTIONAL_JOB: a run's parallelism went from 4 to 1, say) are
+    removed when we no longer set them, so the template never mixes the two retry shapes.
     """
     have = current.get("spec") or {}
     have_job = (have.get("jobTemplate") or {}).get("spec") or {}

@@ -4,7 +4,8 @@ Only terminal Job conditions (`Complete`, `Failed`) end an execution: newer
 Kubernetes adds `SuccessCriteriaMet`/`FailureTarget` first while pods are still
 terminating. The runner's summary comes from its termination message, which is
 user-controlled text: it is parsed as a `RunResult` with unknown keys dropped, so
-no raw upstream body ever reaches the status.
+no raw upstream body ever reaches the status. A Job over several pods (Indexed) has one
+summary per index, each on its own part of the input; they add up (controller/core/shards.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from pydantic import ValidationError
 from contracts.contract import EXIT_BAD_CONTRACT, EXIT_INFERENCE, EXIT_INPUT, EXIT_OUTPUT
 from contracts.run import RunResult
 from controller.core import names
+from controller.core.shards import pod_index, summed_result
 
 Obj = dict[str, Any]
+# The runner's exit code when SIGTERM stopped it (128 + 15; runners/cli.py EXIT_SIGTERM).
+EXIT_SIGTERM = 143
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 EXIT_MEANINGS = {
     EXIT_BAD_CONTRACT: (
@@ -154,15 +158,59 @@ def parse_result(message: str) -> tuple[RunResult | None, str | None]:
 
 
 def runner_exit(pods: Sequence[Obj], job_name: str) -> RunnerExit | None:
-    """The latest terminated runner container among the Job's pods."""
-    mine = [p for p in pods if pod_job_name(p) == job_name and _terminated(p)]
-    if not mine:
+    """The latest terminated runner container among the Job's pods; of a Job over several
+    pods, the latest of each index added up (`combined`)."""
+    exits = runner_exits(pods, job_name)
+    if not exits:
         return None
-    latest = max(mine, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp", "")))
-    state = _terminated(latest) or {}
+    if list(exits) == [None]:  # one pod at a time: no index
+        return exits[None]
+    return combined([exits[i] for i in sorted(i for i in exits if i is not None)])
+
+
+def runner_exits(pods: Sequence[Obj], job_name: str) -> dict[int | None, RunnerExit]:
+    """The latest terminated runner container of each completion index among the Job's pods
+    (one entry, None, for a Job that is not Indexed)."""
+    latest: dict[int | None, Obj] = {}
+    for pod in pods:
+        if pod_job_name(pod) != job_name or not _terminated(pod):
+            continue
+        index = pod_index(pod)
+        if index not in latest or _created(pod) > _created(latest[index]):
+            latest[index] = pod
+    return {index: _exit_of(pod) for index, pod in latest.items()}
+
+
+def _created(pod: Obj) -> str:
+    return str((pod.get("metadata") or {}).get("creationTimestamp", ""))
+
+
+def _exit_of(pod: Obj) -> RunnerExit:
+    state = _terminated(pod) or {}
     result, note = parse_result(str(state.get("message") or ""))
     code = state.get("exitCode")
     return RunnerExit(code if isinstance(code, int) else None, result, note)
+
+
+def combined(exits: Sequence[RunnerExit]) -> RunnerExit:
+    """One exit for the indexes of a run over several pods: the exit code and reason of the
+    first index that failed (not one stopped by SIGTERM when another failed), the summaries
+    added up."""
+    failed = [e for e in exits if e.exit_code not in (None, 0, EXIT_SIGTERM)]
+    lead = next(iter(failed or [e for e in exits if e.exit_code] or exits))
+    results = [e.result for e in exits if e.result is not None]
+    reason = lead.result.reason if lead.result is not None else None
+    result = summed_result(results, reason=reason) if results else None
+    note = next((e.note for e in exits if e.note), None)
+    return RunnerExit(lead.exit_code, result, note)
+
+
+def job_indexes(job: Obj) -> int:
+    """How many indexes (pods that must succeed) a Job has: its completions when Indexed."""
+    spec = job.get("spec") or {}
+    if spec.get("completionMode") != "Indexed":
+        return 1
+    return max(int(spec.get("completions") or 1), 1)
 
 
 def with_runner_reason(state: JobState, exit_: RunnerExit | None) -> JobState:

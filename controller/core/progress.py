@@ -6,7 +6,8 @@ one short JSON line, `{"longrunProgress": {...}}`, every `progressIntervalSecond
 the controller reads the tail of the running pod's log through the `pods/log`
 subresource (`get`, read-only: one verb in the chart's Role), `TAIL_LINES` lines and
 at most `LIMIT_BYTES`. The cost is bounded by the rules here:
-- only the pod of a Job that is running is read (no read for any other run);
+- only the pod of a Job that is running is read (no read for any other run); of a run over
+  several pods, the running pod of each index, and their counts add up (`shards`);
 - only when the run's progress is older than the interval (`PROGRESS_INTERVAL`, or the
   runner's own interval when that is longer), so at most one read and one status patch
   per running run per interval; the reconciler looks again after the interval.
@@ -26,8 +27,16 @@ from pydantic import ValidationError
 
 from contracts.run import PROGRESS_KEY, InferenceRunStatus, ProgressReport, RunProgress
 from controller.core import names
-from controller.core.jobs import Obj, job_state, pod_job_name
+from controller.core.jobs import Obj, job_indexes, job_state, pod_job_name, runner_exits
 from controller.core.settings import Settings
+from controller.core.shards import (
+    Share,
+    eta_of,
+    pod_index,
+    share_of_report,
+    share_of_result,
+    summed_shares,
+)
 from controller.core.status import FINISHED, Observed, RunnerLog
 
 TAIL_LINES = 20  # the runner's other lines (warnings) between two reports
@@ -38,12 +47,14 @@ RUNNER_INTERVAL_KEY = "progressIntervalSeconds"
 
 @dataclass(frozen=True)
 class LogTarget:
-    """The pod whose log to read this pass."""
+    """A pod whose log to read this pass (`index`: its completion index, in a run over several
+    pods)."""
 
     namespace: str
     pod: str
     job_name: str
     container: str = names.CONTAINER_NAME
+    index: int | None = None
 
 
 def interval_of(obs: Observed, settings: Settings) -> float:
@@ -71,16 +82,25 @@ def _created(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("creationTimestamp") or "")
 
 
-def running_pod(pods: Sequence[Obj], job_name: str) -> Obj | None:
-    """The Job's newest pod that runs (not being deleted)."""
-    mine = [
+def running_pods(pods: Sequence[Obj], job_name: str) -> dict[int | None, Obj]:
+    """The Job's newest pod that runs (not being deleted), of each completion index (one,
+    None, when the Job is not Indexed)."""
+    newest: dict[int | None, Obj] = {}
+    for pod in _running(pods, job_name):
+        index = pod_index(pod)
+        if index not in newest or _created(pod) > _created(newest[index]):
+            newest[index] = pod
+    return newest
+
+
+def _running(pods: Sequence[Obj], job_name: str) -> list[Obj]:
+    return [
         pod
         for pod in pods
         if pod_job_name(pod) == job_name
         and (pod.get("status") or {}).get("phase") == "Running"
         and not (pod.get("metadata") or {}).get("deletionTimestamp")
     ]
-    return max(mine, key=_created, default=None)
 
 
 def is_due(progress: RunProgress | None, job_name: str, *, interval: float, now: datetime) -> bool:
@@ -94,17 +114,24 @@ def is_due(progress: RunProgress | None, job_name: str, *, interval: float, now:
 
 def log_target(obs: Observed, settings: Settings, *, now: datetime) -> LogTarget | None:
     """The pod to read this pass, or None: nothing runs, or the progress is recent enough."""
+    return next(iter(log_targets(obs, settings, now=now)), None)
+
+
+def log_targets(obs: Observed, settings: Settings, *, now: datetime) -> tuple[LogTarget, ...]:
+    """The pods to read this pass: the running pod of a run's one pod, or of each index of a
+    run over several; none when nothing runs or the progress is recent enough."""
     job = running_job(obs)
     if job is None:
-        return None
+        return ()
     meta = job["metadata"]
     interval = interval_of(obs, settings)
     if not is_due(obs.previous.progress, meta["name"], interval=interval, now=now):
-        return None
-    pod = running_pod(obs.pods, meta["name"])
-    if pod is None:
-        return None
-    return LogTarget(meta["namespace"], pod["metadata"]["name"], meta["name"])
+        return ()
+    pods = running_pods(obs.pods, meta["name"])
+    return tuple(
+        LogTarget(meta["namespace"], pods[i]["metadata"]["name"], meta["name"], index=i)
+        for i in sorted(pods, key=lambda i: -1 if i is None else i)
+    )
 
 
 def parse_report(text: str) -> ProgressReport | None:
@@ -142,6 +169,8 @@ def progress_of(status: InferenceRunStatus, obs: Observed, *, now: datetime) -> 
     if job is not None:
         name = job["metadata"]["name"]
         kept = previous if previous is not None and previous.job_name == name else None
+        if job_indexes(job) > 1:
+            return _refreshed_shards(kept, obs.runner_log, job, obs.pods, now=now)
         return _refreshed(kept, obs.runner_log, name, now=now)
     if obs.spec.is_scheduled:
         return None
@@ -161,24 +190,55 @@ def _refreshed(
     if report is None:  # nothing reported yet, or a runner that never reports: looked at now
         base = kept or RunProgress(job_name=job_name)
         return displayed(base.model_copy(update={"updated_at": now}))
-    done = report.written + report.failed
-    eta = report.eta
-    if eta is None and report.rate and report.total is not None:
-        eta = round(max(report.total - done, 0) / report.rate)
+    share = share_of_report(report)
+    eta = eta_of(share) if report.eta is None else report.eta
+    return _shown(job_name, share, eta=eta, now=now)
+
+
+def _shown(job_name: str, share: Share, *, eta: int | None, now: datetime) -> RunProgress:
+    """The progress a run's status shows for these counts (one pod's, or the pods' summed)."""
     return displayed(
         RunProgress(
             job_name=job_name,
-            records_read=report.read,
-            records_written=report.written,
-            records_failed=report.failed,
-            records_total=report.total,
-            records_per_second=None if report.rate is None else round(report.rate, 1),
+            records_read=share.read,
+            records_written=share.written,
+            records_failed=share.failed,
+            records_total=share.total,
+            records_per_second=None if share.rate is None else round(share.rate, 1),
             eta_seconds=eta,
-            tokens_total=report.tokens,
-            tokens_per_second=None if report.tokens_rate is None else round(report.tokens_rate, 1),
+            tokens_total=share.tokens,
+            tokens_per_second=None if share.tokens_rate is None else round(share.tokens_rate, 1),
             updated_at=now,
         )
     )
+
+
+def _refreshed_shards(
+    kept: RunProgress | None, log: RunnerLog | None, job: Obj, pods: Sequence[Obj], *, now: datetime
+) -> RunProgress | None:
+    """A run over several pods: each index's newest report, or, for an index that reported
+    nothing this pass (it finished, or its new pod has not reported yet), its last pod's
+    summary; added up (controller/core/shards.py)."""
+    name = job["metadata"]["name"]
+    if log is None or log.job_name != name:
+        return kept  # not read this pass
+    exits = runner_exits(pods, name)
+    parts: list[Share | None] = []
+    for index in range(job_indexes(job)):
+        report = parse_report(log.shards.get(index, ""))
+        ended = exits.get(index)
+        if report is not None:
+            parts.append(share_of_report(report))
+        elif ended is not None and ended.result is not None:
+            parts.append(share_of_result(ended.result, finished=ended.exit_code == 0))
+        else:
+            parts.append(None)
+    share = summed_shares(parts)
+    if share is None:  # nothing reported yet: looked at now
+        return displayed(
+            (kept or RunProgress(job_name=name)).model_copy(update={"updated_at": now})
+        )
+    return _shown(name, share, eta=eta_of(share), now=now)
 
 
 def _paused(previous: RunProgress | None) -> RunProgress | None:

@@ -29,6 +29,7 @@ from controller.core.validation import (
     image_problem,
     run_spec_problems,
     service_account_problem,
+    shared_output_problem,
 )
 
 ConfigLookup = Callable[[str, str], Obj | None]
@@ -106,6 +107,7 @@ def check(resolved: Resolved, settings: Settings) -> Problem | None:
             secret_uses(resolved.config_spec), run_namespace=resolved.run.namespace
         ),
         *pod_problems(resolved.config_spec, PodPolicy.of(settings)),
+        shared_output_problem(resolved.spec, resolved.config_spec, config=resolved.config.name),
     ]
     return next((p for p in problems if p is not None), None)
 
@@ -122,7 +124,7 @@ def resolve(
     config's model.deploymentRef, the deployment the run waits for: serving/uses.py)."""
     # The run's own problems come first: they need no config, and a user who creates the
     # config the run waits for should not learn only then that the run itself is wrong.
-    own = [*run_spec_problems(spec), *priority_problems(spec, settings)]
+    own = [*run_spec_problems(spec, identity(run).name), *priority_problems(spec, settings)]
     if own:
         return own[0]
     config = find_config(run, spec, lookup)

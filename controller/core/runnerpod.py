@@ -9,12 +9,25 @@ The runner container declares one port, `metrics` (METRICS_PORT), and is told it
 env (METRICS_PORT_ENV): Prometheus scrapes the runner's metrics there (docs/contract.md).
 The env, not the contract, carries it: the port is a fact of the pod (a containerPort the
 PodMonitor names), not of the run, and the contract stays the same whatever pod runs it.
+
+A config whose `model.auth.serviceAccountToken` is set (itself, or resolved from a
+deploymentRef) gets the pod's own ServiceAccount token in a projected volume, mounted
+read-only in the runner container only, and its path in the env (MODEL_TOKEN_PATH_ENV).
+`automountServiceAccountToken` stays false: that token is for the API server (audience the
+cluster's), the projected one for the model server (its own audience), rotated by the kubelet.
 """
 
 from __future__ import annotations
 
 import posixpath
 
+from contracts.auth import (
+    MODEL_TOKEN_DIR,
+    MODEL_TOKEN_FILE,
+    MODEL_TOKEN_PATH,
+    MODEL_TOKEN_PATH_ENV,
+    ServiceAccountToken,
+)
 from contracts.config import InferenceConfigSpec
 from contracts.contract import DEFAULT_CONTRACT_PATH, DEFAULT_SECRETS_DIR, KRATEO_CONTRACT_PATH
 from controller.core import names
@@ -31,6 +44,7 @@ from controller.core.settings import Settings
 RUNNER_UID = 65532
 TMP_VOLUME = "tmp"
 CONTRACT_VOLUME = "contract"
+MODEL_TOKEN_VOLUME = "model-token"  # not a `secret-` or `data-` name (controller/core/names.py)
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 METRICS_PORT_NAME = "metrics"
 METRICS_PORT = 9095  # not 9090 (a Prometheus server's own) nor 8080 (the controller's)
@@ -76,6 +90,8 @@ def runner_env(resolved: Resolved) -> list[Manifest]:
         {"name": "RUN_UID", "value": resolved.run.uid},
         {"name": METRICS_PORT_ENV, "value": str(METRICS_PORT)},
     ]
+    if model_token(resolved.config_spec) is not None:
+        env.append({"name": MODEL_TOKEN_PATH_ENV, "value": MODEL_TOKEN_PATH})
     for var in resolved.config_spec.pod.env:
         if var.secret_key_ref is not None:
             ref = var.secret_key_ref
@@ -86,8 +102,30 @@ def runner_env(resolved: Resolved) -> list[Manifest]:
     return env
 
 
+def model_token(spec: InferenceConfigSpec) -> ServiceAccountToken | None:
+    """The ServiceAccount token the runner sends to the model, if `model.auth` asks for one."""
+    auth = spec.model.auth if spec.model is not None else None
+    return auth.service_account_token if auth is not None else None
+
+
+def model_token_volume(token: ServiceAccountToken) -> tuple[Manifest, Manifest]:
+    """The projected volume holding the pod's ServiceAccount token, and its runner mount."""
+    source = {
+        "audience": token.audience,
+        "expirationSeconds": token.expiration_seconds,
+        "path": MODEL_TOKEN_FILE,
+    }
+    volume = {
+        "name": MODEL_TOKEN_VOLUME,
+        "projected": {"sources": [{"serviceAccountToken": source}], "defaultMode": 0o440},
+    }
+    mount = {"name": MODEL_TOKEN_VOLUME, "mountPath": MODEL_TOKEN_DIR, "readOnly": True}
+    return volume, mount
+
+
 def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifest]]:
-    """Pod volumes and runner mounts: contract (read-only), /tmp, claims, one per Secret."""
+    """Pod volumes and runner mounts: contract (read-only), /tmp, claims, one per Secret, and
+    the model's ServiceAccount token when asked for."""
     config_map = names.config_map_name(resolved.run.name)
     volumes: list[Manifest] = [
         {
@@ -131,6 +169,10 @@ def volumes_and_mounts(resolved: Resolved) -> tuple[list[Manifest], list[Manifes
                 "readOnly": True,
             }
         )
+    if (token := model_token(resolved.config_spec)) is not None:
+        token_volume, token_mount = model_token_volume(token)
+        volumes.append(token_volume)
+        mounts.append(token_mount)
     return volumes, mounts
 
 

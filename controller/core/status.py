@@ -9,8 +9,8 @@ history of executions whose Jobs were removed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -38,6 +38,7 @@ from controller.core.jobs import (
     with_runner_reason,
 )
 from controller.core.kueue.policy import QUEUE_LABEL
+from controller.core.shards import pod_index
 from controller.core.validation import Problem
 
 SCHEDULED_ANNOTATION = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -46,10 +47,13 @@ FINISHED = ("Succeeded", "Failed", "Cancelled")  # a one-shot run's final phases
 
 @dataclass(frozen=True)
 class RunnerLog:
-    """The tail of a running runner's log, read this pass for `status.progress`."""
+    """The tail of a running runner's log, read this pass for `status.progress`: `text` of
+    the one pod of a run, or `shards`, the tail of each index's running pod by index, for a
+    run over several pods."""
 
     job_name: str
-    text: str
+    text: str = ""
+    shards: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,7 +133,7 @@ def one_shot_phase(obs: Observed, state: JobState | None) -> str:
 def one_shot_status(obs: Observed, *, problem: Problem | None, now: datetime) -> InferenceRunStatus:
     """Status of a one-shot run from its Job and pods."""
     job_name = (obs.job or {}).get("metadata", {}).get("name")
-    exit_ = runner_exit(obs.pods, job_name) if job_name else None
+    exit_ = _runner_exit(obs, job_name)
     state = with_runner_reason(job_state(obs.job), exit_) if obs.job is not None else None
     phase = one_shot_phase(obs, state)
     failed_msg = failure_message(state, exit_) if state and state.phase == "Failed" else ""
@@ -169,7 +173,8 @@ def _final_result(
     """The runner's summary once the run finished (none before: a stopped or retried pod's
     summary is not the run's). Cancelled: the summary the runner wrote on SIGTERM (from its
     pod, or from the pod's last state when the Job controller deleted it before this pass),
-    or the last progress it reported, whichever counted more (all are whole-run counts)."""
+    or the last progress it reported, whichever counted more (all are whole-run counts; a run
+    over several pods adds its indexes' up: `_runner_exit`)."""
     if phase not in FINISHED:
         return None
     found = exit_.result if exit_ and exit_.result else prev.result
@@ -186,6 +191,18 @@ def _final_result(
 def _stopped_exit(obs: Observed, job_name: str | None) -> RunnerExit | None:
     """The runner's exit from the Job's pods deleted after it ended (a cancelled Job's)."""
     return runner_exit(obs.stopped_pods, job_name) if job_name and obs.stopped_pods else None
+
+
+def _runner_exit(obs: Observed, job_name: str | None) -> RunnerExit | None:
+    """The runner's exit from the Job's pods. Of a run over several pods, each index's newest
+    pod counts, deleted or not: when one index fails, or the run is cancelled, the Job
+    controller deletes the others' pods, whose summaries then reach us only as they were."""
+    if not job_name:
+        return None
+    pods = obs.pods
+    if obs.stopped_pods and any(pod_index(p) is not None for p in obs.stopped_pods):
+        pods = (*obs.pods, *obs.stopped_pods)
+    return runner_exit(pods, job_name)
 
 
 def _progress_result(prev: InferenceRunStatus) -> RunResult | None:

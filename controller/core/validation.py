@@ -1,4 +1,5 @@
-"""Semantic checks the schemas cannot express: cron syntax and time zones.
+"""Semantic checks the schemas cannot express: cron syntax, time zones, and the names an
+Indexed Job gives its pods.
 
 Shared by the reconciler (which turns a failure into a condition such as
 `InvalidSchedule`) and by `longrun validate` (which prints it), so both agree.
@@ -17,7 +18,11 @@ from datetime import datetime
 
 from croniter import CroniterBadDateError, croniter
 
+from contracts.base import DNS_LABEL
+from contracts.config import InferenceConfigSpec
 from contracts.run import InferenceRunSpec
+from contracts.storage_rules import sharing_problem
+from controller.core.names import cron_job_name, job_name
 from controller.core.secretrefs import SecretUse
 
 CRON_MACROS = frozenset(
@@ -117,8 +122,61 @@ def time_zone_problem(time_zone: str) -> str | None:
     return None
 
 
-def run_spec_problems(spec: InferenceRunSpec) -> list[Problem]:
-    """Every semantic problem of a run spec, in field order."""
+# A CronJob names each execution's Job `<CronJob name>-<minutes since 1970>`: 8 digits until
+# the year 2160.
+SCHEDULED_SUFFIX = "-" + "9" * 8
+_DNS_LABEL = re.compile(DNS_LABEL)
+DNS_LABEL_MAX = 63
+
+
+def parallelism_problem(spec: InferenceRunSpec, run_name: str) -> Problem | None:
+    """Why the Job of a run spread over pods would be refused, or None.
+
+    The Job controller names each pod of an Indexed Job's host `<Job name>-<index>`, so the API
+    server refuses an Indexed Job unless `<Job name>-<completions - 1>` is a DNS label (at
+    most 63 lowercase letters, digits and "-"); a scheduled run's Jobs are named by its
+    CronJob (`SCHEDULED_SUFFIX`), and the CronJob controller would fail to create each one.
+    """
+    if spec.parallelism == 1:
+        return None
+    base = cron_job_name(run_name) if spec.is_scheduled else job_name(run_name)
+    suffix = (SCHEDULED_SUFFIX if spec.is_scheduled else "") + f"-{spec.parallelism - 1}"
+    host = base + suffix
+    if len(host) <= DNS_LABEL_MAX and _DNS_LABEL.match(host):
+        return None
+    room = DNS_LABEL_MAX - len(suffix)  # a longer name is cut to fit its own limit, no more
+    return Problem(
+        "spec.parallelism",
+        "InvalidParallelism",
+        f"{spec.parallelism} pods make each execution an Indexed Job, whose pods Kubernetes "
+        f'names after it up to "{host}": not a DNS label (at most {DNS_LABEL_MAX} lowercase '
+        f'letters, digits and "-"); name the run with at most {max(room, 1)} of those, '
+        "without dots, or lower spec.parallelism",
+    )
+
+
+def shared_output_problem(
+    spec: InferenceRunSpec, config_spec: InferenceConfigSpec, *, config: str
+) -> Problem | None:
+    """Why the config's outputs cannot take a run over several pods, or None: the contract
+    refuses them (contracts/storage_rules.py `sharing_problem`), so the Job is never made."""
+    if spec.parallelism == 1:
+        return None
+    storage = config_spec.storage
+    why = sharing_problem(storage.output, storage.errors, pods=spec.parallelism)
+    if why is None:
+        return None
+    return Problem(
+        "spec.parallelism",
+        "OutputNotShareable",
+        f'InferenceConfig "{config}" cannot serve a run over several pods: spec.storage.{why}; '
+        "change the config, or set spec.parallelism to 1",
+    )
+
+
+def run_spec_problems(spec: InferenceRunSpec, run_name: str | None = None) -> list[Problem]:
+    """Every semantic problem of a run spec, in field order (with the run's name: also those
+    that come of its name)."""
     problems: list[Problem] = []
     if spec.schedule is not None and (msg := schedule_problem(spec.schedule)):
         problems.append(Problem("spec.schedule", "InvalidSchedule", msg))
@@ -129,6 +187,8 @@ def run_spec_problems(spec: InferenceRunSpec) -> list[Problem]:
             )
         elif msg := time_zone_problem(spec.time_zone):
             problems.append(Problem("spec.timeZone", "InvalidTimeZone", msg))
+    if run_name is not None and (problem := parallelism_problem(spec, run_name)):
+        problems.append(problem)
     return problems
 
 

@@ -3,10 +3,10 @@
 Two rules keep ten thousand cached runs small (docs/controller.md, Capacity):
 - a child keeps only what the run controller reads of it: of a Pod, its phase and the
   runner's termination (`controller.core.jobs.runner_exit`, `controller.core.progress.
-  running_pod`); of a Job, `spec.suspend` and the status fields `controller.core.jobs.
-  job_state` reads; of a Kueue Workload, `spec.active`, its conditions and ClusterQueue; of
-  each, the metadata the index and the decisions use. Runs, configs,
-  ConfigMaps and CronJobs lose only their managedFields;
+  running_pods`); of a Job, `spec.suspend`, how many indexes it has (`jobs.job_indexes`)
+  and the status fields `controller.core.jobs.job_state` reads; of a Kueue Workload,
+  `spec.active`, its conditions and ClusterQueue; of each, the metadata the index and the
+  decisions use. Runs, configs, ConfigMaps and CronJobs lose only their managedFields;
 - every key, and every string short enough to recur (phases, reasons, times, namespaces),
   is one shared object: JSON decodes each event into fresh strings, so ten thousand runs
   would otherwise hold ten thousand copies of "lastTransitionTime".
@@ -36,6 +36,7 @@ CHILD_METADATA = (
     "annotations",
     "ownerReferences",
 )
+JOB_SPEC = ("suspend", "completionMode", "completions")  # the last two: jobs.job_indexes
 JOB_STATUS = ("conditions", "startTime", "completionTime", "active", "failed")
 JOB_CONDITION = ("type", "status", "reason", "message", "lastTransitionTime")
 
@@ -104,7 +105,7 @@ def _job(obj: Obj) -> Obj:
     status = _picked(obj.get("status"), JOB_STATUS)
     if isinstance(status.get("conditions"), list):
         status["conditions"] = [_picked(c, JOB_CONDITION) for c in status["conditions"]]
-    return {**_head(obj), "spec": _picked(obj.get("spec"), ("suspend",)), "status": status}
+    return {**_head(obj), "spec": _picked(obj.get("spec"), JOB_SPEC), "status": status}
 
 
 def _workload(obj: Obj) -> Obj:

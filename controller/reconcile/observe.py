@@ -3,12 +3,14 @@
 Reads come from the informer caches, with two live reads where a cache may lag:
 - the status names a Job the cache lacks: ask the API server once before believing
   it is gone (unless the run already finished);
-- a Job finished but its pods' watch has not delivered the runner's exit yet: list
-  its pods once, on the pass that sees it finish (a scheduled run's Job may be
-  deleted right after this pass, so its result is read now or never).
+- a Job finished but its pods' watch has not delivered the runner's exit yet (of every
+  index, for a Job over several pods): list its pods once, on the pass that sees it
+  finish (a scheduled run's Job may be deleted right after this pass, so its result is
+  read now or never).
 And one read no cache holds: the tail of a running runner's log, for its progress, when
 the core says it is due (`controller.core.progress`: at most once per interval, only for
-a Job that runs). A failed read is no error: the progress waits for the next interval.
+a Job that runs; of a Job over several pods, one read per running index). A failed read
+is no error: the progress waits for the next interval.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from datetime import datetime
 from contracts.run import ConfigRef, InferenceRunSpec
 from controller.core import names, progress
 from controller.core.decide import is_deleting, is_owned_by
-from controller.core.jobs import is_finished, job_state, runner_exit
+from controller.core.jobs import is_finished, job_indexes, job_state, runner_exits
 from controller.core.ports import ApiError, Cluster, Obj
 from controller.core.resolve import parse_run_spec
 from controller.core.serving import uses
@@ -118,18 +120,29 @@ def jobs_missing_exit(obs: Observed) -> list[Obj]:
     return [
         job
         for job in candidates
-        if is_finished(job_state(job)) and runner_exit(obs.pods, job["metadata"]["name"]) is None
+        if is_finished(job_state(job))
+        and len(runner_exits(obs.pods, job["metadata"]["name"])) < job_indexes(job)
     ]
 
 
 def _with_runner_log(
     cluster: Cluster, obs: Observed, *, settings: Settings, now: datetime
 ) -> Observed:
-    target = progress.log_target(obs, settings, now=now)
-    if target is None:
+    targets = progress.log_targets(obs, settings, now=now)
+    if not targets:
         return obs
+    texts = {target.index: _tail(cluster, target) for target in targets}
+    job_name = targets[0].job_name
+    if None in texts:  # one pod
+        found = RunnerLog(job_name, texts[None])
+    else:
+        found = RunnerLog(job_name, shards={i: t for i, t in texts.items() if i is not None})
+    return Observed(**{**vars(obs), "runner_log": found})
+
+
+def _tail(cluster: Cluster, target: progress.LogTarget) -> str:
     try:
-        text = cluster.pod_log(
+        return cluster.pod_log(
             target.namespace,
             target.pod,
             container=target.container,
@@ -138,5 +151,4 @@ def _with_runner_log(
         )
     except ApiError as exc:  # RBAC without pods/log, a pod just gone: counts as "nothing new"
         log.info("could not read the progress of pod %s: %s", target.pod, exc)
-        text = ""
-    return Observed(**{**vars(obs), "runner_log": RunnerLog(target.job_name, text)})
+        return ""

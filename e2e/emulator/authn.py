@@ -3,8 +3,9 @@
 RBAC only means something once a request carries an identity. A real cluster gives a
 ServiceAccount a signed JWT (`kubectl create token SA`, i.e. POST
 serviceaccounts/<name>/token) and checks it on every request; the emulator issues a
-JWT-shaped token, remembers it, and accepts exactly the tokens it issued while their
-ServiceAccount (same uid) exists and they have not expired on the emulator clock.
+JWT signed with its own RS256 key (oidc.py: verifiers outside can check it against the
+emulator's /openid/v1/jwks), remembers it, and accepts exactly the tokens it issued while
+their ServiceAccount (same uid) exists and they have not expired on the emulator clock.
 
 A request without credentials is the cluster admin (`system:masters`), as before RBAC
 existed here, so every existing test and a kubeconfig without a user keep working. A real
@@ -14,8 +15,6 @@ emulator does not know answers 401, as on a real server.
 
 from __future__ import annotations
 
-import base64
-import json
 import secrets
 import threading
 from dataclasses import dataclass
@@ -23,11 +22,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .clock import Clock, rfc3339
-from .errors import ApiError, invalid, invalid_object, not_found
+from .errors import ApiError, conflict, invalid, invalid_object, not_found
+from .oidc import ISSUER, Signer
 from .store import Store
 
 Obj = dict[str, Any]
-ISSUER = "https://kubernetes.default.svc.cluster.local"
 AUTHENTICATED = "system:authenticated"
 MIN_EXPIRATION, DEFAULT_EXPIRATION = 600, 3600
 
@@ -64,6 +63,7 @@ class _Issued:
     expires: datetime | None
     # The ServiceAccount the token is bound to ((namespace, name, uid)); None: static.
     account: tuple[str, str, str] | None = None
+    pod: tuple[str, str] | None = None  # a pod-bound token's pod (name, uid), same namespace
 
 
 def unauthorized() -> ApiError:
@@ -78,6 +78,7 @@ class Authenticator:
         self.clock = clock
         self._lock = threading.Lock()
         self._tokens: dict[str, _Issued] = {}
+        self.signer = Signer()
 
     def add_token(self, token: str, user: str, groups: tuple[str, ...] = ()) -> None:
         """A static token (kube-apiserver's --token-auth-file) for a user of the test's choice."""
@@ -85,12 +86,25 @@ class Authenticator:
         with self._lock:
             self._tokens[token] = _Issued(identity, None)
 
-    def expire(self, token: str) -> None:
-        """Make an issued token expired now: what waiting out its expirationSeconds would do
-        (a real server's minimum is 10 minutes; e2e/tokens.py, for tests of expired tokens)."""
+    def expired_token(self, namespace: str, name: str) -> str:
+        """An issued token of the ServiceAccount whose lifetime (its signed `exp` too) ended a
+        minute ago: what waiting out its expirationSeconds would give (a real server's minimum
+        is 10 minutes; e2e/tokens.py, for tests of expired tokens)."""
+        account = self.store.get("serviceaccounts", namespace, name)
+        if account is None:
+            raise not_found("serviceaccounts", "", name)
+        uid = account["metadata"]["uid"]
+        now = self.clock.now()
+        expires = now - timedelta(seconds=60)
+        issued_at = now - timedelta(hours=1)
+        claims = _claims(namespace, name, uid, audiences=[ISSUER], now=issued_at, expires=expires)
+        token = self.signer.sign(claims)
+        issued = _Issued(
+            service_account_identity(namespace, name, uid), expires, (namespace, name, uid)
+        )
         with self._lock:
-            issued = self._tokens[token]
-            self._tokens[token] = _Issued(issued.identity, self.clock.now(), issued.account)
+            self._tokens[token] = issued
+        return token
 
     def authenticate(self, authorization: str | None) -> Identity:
         """The identity of a request's Authorization header; 401 for a token not issued here."""
@@ -138,7 +152,36 @@ class Authenticator:
             return True
         namespace, name, uid = issued.account
         account = self.store.get("serviceaccounts", namespace, name)
-        return account is not None and account["metadata"]["uid"] == uid
+        if account is None or account["metadata"]["uid"] != uid:
+            return False
+        return issued.pod is None or self._pod_uid(namespace, issued.pod[0]) == issued.pod[1]
+
+    def _pod_uid(self, namespace: str, name: str) -> str | None:
+        pod = self.store.get("pods", namespace, name)
+        return None if pod is None else str(pod["metadata"]["uid"])
+
+    def _bound_pod(self, namespace: str, ref: Any) -> tuple[str, str] | None:
+        """A TokenRequest's boundObjectRef to a Pod, checked as kube-apiserver checks it (the
+        pod exists, with that uid when one is given); None for no reference."""
+        if not isinstance(ref, dict) or not ref:
+            return None
+        if ref.get("kind") != "Pod":
+            detail = "only Pod references are supported by this emulator"
+            raise invalid_object(
+                "TokenRequest", "authentication.k8s.io", "", [invalid("spec.boundObjectRef.kind",
+                                                                      ref.get("kind"), detail)]
+            )  # fmt: skip
+        name = str(ref.get("name") or "")
+        uid = self._pod_uid(namespace, name)
+        if uid is None:
+            raise not_found("pods", "", name)
+        if ref.get("uid") and ref["uid"] != uid:
+            raise conflict(
+                "pods", "", name, f"the UID in the bound object reference ({ref['uid']}) does "
+                "not match the UID in record. The object might have been deleted and then "
+                "recreated",
+            )  # fmt: skip
+        return name, uid
 
     def token_request(self, namespace: str, name: str, body: Any) -> Obj:
         """POST serviceaccounts/<name>/token: a TokenRequest with status.token filled in."""
@@ -159,9 +202,13 @@ class Authenticator:
         now = self.clock.now()
         expires = now + timedelta(seconds=seconds)
         uid = account["metadata"]["uid"]
-        token = _jwt(namespace, name, uid, audiences=audiences, now=now, expires=expires)
+        pod = self._bound_pod(namespace, spec.get("boundObjectRef"))
+        claims = _claims(namespace, name, uid, audiences=audiences, now=now, expires=expires)
+        if pod is not None:
+            claims["kubernetes.io"]["pod"] = {"name": pod[0], "uid": pod[1]}
+        token = self.signer.sign(claims)
         issued = _Issued(
-            service_account_identity(namespace, name, uid), expires, (namespace, name, uid)
+            service_account_identity(namespace, name, uid), expires, (namespace, name, uid), pod
         )
         with self._lock:
             self._tokens[token] = issued
@@ -178,12 +225,11 @@ class Authenticator:
         }
 
 
-def _jwt(
+def _claims(
     namespace: str, name: str, uid: str, *, audiences: list[str], now: datetime, expires: datetime
-) -> str:
-    """A token shaped like the real one (header.claims.signature); the signature is random:
-    the emulator recognises its tokens by remembering them, not by verifying them."""
-    claims = {
+) -> Obj:
+    """A ServiceAccount token's claims, as kube-apiserver writes them (before a bound pod's)."""
+    return {
         "aud": audiences,
         "exp": int(expires.timestamp()),
         "iat": int(now.timestamp()),
@@ -193,10 +239,3 @@ def _jwt(
         "nbf": int(now.timestamp()),
         "sub": f"system:serviceaccount:{namespace}:{name}",
     }
-    parts = [{"alg": "RS256", "kid": "emulator"}, claims]
-    encoded = [_b64(json.dumps(p, separators=(",", ":")).encode()) for p in parts]
-    return ".".join([*encoded, _b64(secrets.token_bytes(64))])
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .codec import clone
+
 Obj = dict[str, Any]
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
@@ -28,18 +30,18 @@ def condition(job: Obj, type_: str) -> Obj | None:
 
 
 def format_indexes(indexes: set[int]) -> str:
-    """Compress {0,1,2,4} to '0-2,4' like status.completedIndexes."""
+    """Compress {0,1,2,4,6,7} to '0-2,4,6,7' like status.completedIndexes: a run of two is
+    written as two numbers (orderedIntervals.String)."""
     out: list[str] = []
     run: list[int] = []
-    for i in sorted(indexes):
+    for i in [*sorted(indexes), None]:
         if run and i == run[-1] + 1:
             run.append(i)
             continue
         if run:
-            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
-        run = [i]
-    if run:
-        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+            sep = "-" if len(run) > 2 else ","
+            out.append(f"{run[0]}{sep}{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [] if i is None else [i]
     return ",".join(out)
 
 
@@ -123,3 +125,30 @@ def pod_failure_action(job: Obj, pod: Obj) -> tuple[str, str]:
                         f"at index {i}",
                     )
     return "Count", ""
+
+
+def pod_body(job: Obj, index: int | None, extra: dict[str, str] | None, *, tracking: str) -> Obj:
+    """A new pod of the Job from its template (a clone); Indexed: its index, hostname, env,
+    and `extra` annotations (the per-index failure counts)."""
+    meta = job["metadata"]
+    template = clone(job["spec"]["template"])
+    pmeta = template.get("metadata") or {}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"],
+             "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+    pod_meta: Obj = {
+        "generateName": f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-",
+        "namespace": meta["namespace"],
+        "labels": dict(pmeta.get("labels") or {}),
+        "annotations": dict(pmeta.get("annotations") or {}),
+        "finalizers": [tracking],
+        "ownerReferences": [owner],
+    }
+    spec = template.get("spec") or {}
+    if index is not None:
+        pod_meta["annotations"].update({INDEX_KEY: str(index), **(extra or {})})
+        pod_meta["labels"][INDEX_KEY] = str(index)
+        spec.setdefault("hostname", f"{meta['name']}-{index}")
+        inject_index_env(spec)
+    if not pod_meta["annotations"]:
+        del pod_meta["annotations"]
+    return {"metadata": pod_meta, "spec": spec}

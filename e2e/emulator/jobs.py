@@ -6,7 +6,8 @@ counted into `status.succeeded/failed` and only then released, which is how the
 real controller avoids losing or double-counting pods. Failure handling follows
 1.31+: podFailurePolicy, backoffLimit and activeDeadlineSeconds first add a
 `FailureTarget` condition, active pods are terminated, then `Failed` is added;
-success adds `SuccessCriteriaMet` then `Complete`. Failed pods are kept.
+success adds `SuccessCriteriaMet` then `Complete`. Failed pods are kept. Indexed Jobs with
+`backoffLimitPerIndex` back off and fail per index (jobindexes.py).
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ from .api import Api
 from .clock import parse_time, rfc3339
 from .codec import clone
 from .errors import ApiError
+from .jobindexes import (
+    Held,
+    due_indexes,
+    has_backoff_per_index,
+    index_state,
+    index_verdict,
+    replacement_annotations,
+)
 from .jobpods import (
-    INDEX_KEY,
     completion_index,
     condition,
     format_indexes,
-    inject_index_env,
     is_finished,
     parse_indexes,
     phase,
+    pod_body,
     pod_failure_action,
     ready,
     terminal,
@@ -87,15 +95,16 @@ class JobController:
             return
         pods = self._pods(job)
         status = clone(job.get("status") or {})
-        counted = self._countterminal(job, pods, status)
+        active = [p for p in pods if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
+        held = index_state(job, pods, status, active, tracking=TRACKING)
+        counted = self._countterminal(job, pods, status, held)
         if is_finished(job):
             self._release(counted)
             self._ttl(job)
             return
-        active = [p for p in pods if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
         self._suspend_or_start(job, status, active)
         if not job["spec"].get("suspend"):
-            self._progress(job, status, pods, active)
+            self._progress(job, status, pods, active, held)
         self._write_status(job, status, pods)
         self._release(counted)
 
@@ -124,8 +133,9 @@ class JobController:
             )
         ]
 
-    def _countterminal(self, job: Obj, pods: list[Obj], status: Obj) -> list[Obj]:
+    def _countterminal(self, job: Obj, pods: list[Obj], status: Obj, held: Held) -> list[Obj]:
         """Fold newly terminal pods into the counters; returns pods to release."""
+        waiting = {p["metadata"]["uid"] for p in held.values()}
         seen = self._counted.setdefault(job["metadata"]["uid"], set())
         release = []
         indexes = parse_indexes(status.get("completedIndexes", ""))
@@ -133,6 +143,8 @@ class JobController:
             if TRACKING not in (pod["metadata"].get("finalizers") or []):
                 continue
             if not terminal(pod):
+                continue
+            if pod["metadata"]["uid"] in waiting and pod_failure_action(job, pod)[0] != "FailJob":
                 continue
             release.append(pod)
             if pod["metadata"]["uid"] in seen:
@@ -147,7 +159,7 @@ class JobController:
             else:
                 self._count_failure(job, pod, status)
         if job["spec"].get("completionMode") == "Indexed":
-            status["completedIndexes"] = format_indexes(indexes)
+            status["completedIndexes"] = format_indexes(indexes)  # omitempty: "" is dropped
         return release
 
     def _count_failure(self, job: Obj, pod: Obj, status: Obj) -> None:
@@ -193,7 +205,9 @@ class JobController:
             self._event(job, "Resumed", "Job resumed")
         status.setdefault("startTime", self.now())
 
-    def _progress(self, job: Obj, status: Obj, pods: list[Obj], active: list[Obj]) -> None:
+    def _progress(
+        self, job: Obj, status: Obj, pods: list[Obj], active: list[Obj], held: Held
+    ) -> None:
         spec = job["spec"]
         target = condition({"status": status}, "FailureTarget")
         if not target:
@@ -201,7 +215,7 @@ class JobController:
         if target:
             for pod in active:
                 self._delete_pod(pod)
-            if not any(not terminal(p) for p in pods):
+            if not held and not any(not terminal(p) for p in pods):  # held: counted first
                 self._set_condition(status, "Failed", target["reason"], target["message"])
                 self._event(job, target["reason"], target["message"], warning=True)
             return
@@ -225,7 +239,7 @@ class JobController:
                 status["completionTime"] = self.now()
                 self._event(job, "Completed", "Job completed")
             return
-        self._scale(job, status, active)
+        self._scale(job, status, active, held)
 
     def _check_limits(self, job: Obj, status: Obj) -> Obj | None:
         spec = job["spec"]
@@ -250,6 +264,9 @@ class JobController:
             else:
                 key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
                 self.manager.enqueue_at(deadline, self.name, key)
+        verdict = index_verdict(job, status)
+        if verdict and not condition({"status": status}, "FailureTarget"):
+            self._set_condition(status, "FailureTarget", *verdict)
         return condition({"status": status}, "FailureTarget")
 
     def _succeeded(self, spec: Obj, status: Obj, active: list[Obj]) -> bool:
@@ -265,7 +282,7 @@ class JobController:
     def _backing_off(self, job: Obj) -> bool:
         """Failed pods are replaced after 10s, 20s, 40s... (capped at 6 min), on the clock."""
         failures, last = self._backoff.get(job["metadata"]["uid"], (0, self.api.clock.now()))
-        if not failures or not self.backoff_seconds:
+        if not failures or not self.backoff_seconds or has_backoff_per_index(job):
             return False
         delay = min(self.backoff_seconds * 2 ** (failures - 1), 360.0)
         ready_at = last + timedelta(seconds=delay)
@@ -275,17 +292,23 @@ class JobController:
         self.manager.enqueue_at(ready_at, self.name, key)
         return True
 
-    def _scale(self, job: Obj, status: Obj, active: list[Obj]) -> None:
+    def _scale(self, job: Obj, status: Obj, active: list[Obj], held: Held) -> None:
         spec = job["spec"]
         if self._backing_off(job):
             return
         room = spec.get("parallelism", 1) - len(active)
         if spec.get("completionMode") == "Indexed":
             busy = {completion_index(p) for p in active}
-            done = parse_indexes(status.get("completedIndexes", ""))
-            todo = [i for i in range(spec["completions"]) if i not in done and i not in busy]
-            for idx in todo[: max(room, 0)]:
-                if not self._create_pod(job, idx):
+            skip = parse_indexes(status.get("completedIndexes", "")) | busy
+            skip |= parse_indexes(status.get("failedIndexes") or "")
+            todo = [i for i in range(spec["completions"]) if i not in skip][: max(room, 0)]
+            due, wake = due_indexes(todo, held, self.backoff_seconds, self.api.clock.now())
+            if wake is not None:
+                key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+                self.manager.enqueue_at(wake, self.name, key)
+            for idx in due:
+                extra = replacement_annotations(job, held.get(idx))
+                if not self._create_pod(job, idx, extra):
                     return  # refused: the rest of the batch waits (slowStartBatch)
             return
         if spec.get("completions") is None:
@@ -297,39 +320,11 @@ class JobController:
                 return
 
     # -- writes ------------------------------------------------------------------------
-    def _create_pod(self, job: Obj, index: int | None) -> bool:
+    def _create_pod(self, job: Obj, index: int | None, extra: dict[str, str] | None = None) -> bool:
         """Create one pod; False when admission refused it (FailedCreate, retried later)."""
         meta = job["metadata"]
-        template = clone(job["spec"]["template"])
-        pmeta = template.get("metadata") or {}
-        prefix = f"{meta['name']}-" if index is None else f"{meta['name']}-{index}-"
-        pod_meta: Obj = {
-            "generateName": prefix,
-            "namespace": meta["namespace"],
-            "labels": dict(pmeta.get("labels") or {}),
-            "annotations": dict(pmeta.get("annotations") or {}),
-            "finalizers": [TRACKING],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        }
-        spec = template.get("spec") or {}
-        if index is not None:
-            pod_meta["annotations"][INDEX_KEY] = str(index)
-            pod_meta["labels"][INDEX_KEY] = str(index)
-            spec.setdefault("hostname", f"{meta['name']}-{index}")
-            inject_index_env(spec)
-        if not pod_meta["annotations"]:
-            del pod_meta["annotations"]
+        body = pod_body(job, index, extra, tracking=TRACKING)  # built from a clone: ours
         assert self.pods is not None
-        body = {"metadata": pod_meta, "spec": spec}  # built from a clone: ours to hand over
         try:
             pod = self.api.create(self.pods, meta["namespace"], body, owned=True)
         except ApiError as exc:
@@ -388,7 +383,7 @@ class JobController:
         status["ready"] = sum(1 for p in active if ready(p))
         status["terminating"] = len(live) - len(active)
         status.setdefault("uncountedTerminatedPods", {})
-        for field in ("succeeded", "failed"):
+        for field in ("succeeded", "failed", "completedIndexes"):
             if not status.get(field):
                 status.pop(field, None)
         if status == (job.get("status") or {}):

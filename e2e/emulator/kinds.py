@@ -19,6 +19,7 @@ from croniter import croniter
 
 from . import crd, events, qos
 from .errors import FieldError, forbidden, invalid, not_supported, required
+from .jobspec import validate_counts, validate_job_update
 from .registry import ResourceType
 
 Obj = dict[str, Any]
@@ -151,7 +152,8 @@ def default_job_spec(spec: Obj) -> None:
         spec["completions"] = 1
         spec["parallelism"] = 1
     spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 2147483647 if spec.get("backoffLimitPerIndex") else 6)
+    per_index = spec.get("backoffLimitPerIndex") is not None  # 0 too
+    spec.setdefault("backoffLimit", 2147483647 if per_index else 6)
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     if spec.get("manualSelector") is None:
@@ -276,27 +278,7 @@ def validate_job_spec(spec: Obj, path: str, *, template: bool = False) -> list[F
                 'only "Never" is supported when podFailurePolicy is specified',
             )
         )
-    for field in (
-        "parallelism",
-        "completions",
-        "backoffLimit",
-        "activeDeadlineSeconds",
-        "ttlSecondsAfterFinished",
-    ):
-        value = spec.get(field)
-        if value is not None and value < (1 if field == "activeDeadlineSeconds" else 0):
-            errors.append(invalid(f"{path}.{field}", value, "must be greater than or equal to 0"))
-    if spec.get("completionMode") == "Indexed" and spec.get("completions") is None:
-        errors.append(required(f"{path}.completions", "when completion mode is Indexed"))
-    if spec.get("completionMode") not in ("NonIndexed", "Indexed") and not (
-        template and spec.get("completionMode") is None
-    ):
-        errors.append(
-            not_supported(
-                f"{path}.completionMode", spec.get("completionMode"), ["NonIndexed", "Indexed"]
-            )
-        )
-    return errors
+    return validate_counts(spec, path, template=template) + errors
 
 
 def validate_cronjob(cj: Obj) -> list[FieldError]:
@@ -354,20 +336,7 @@ VALIDATORS = {
 def validate_update(rt: ResourceType, new: Obj, old: Obj) -> list[FieldError]:
     """Immutable-field rules enforced on update."""
     if (rt.group, rt.plural) == ("batch", "jobs"):
-        errors = []
-        fields = ["selector", "completionMode", "podFailurePolicy"]
-        if new["spec"].get("completionMode") != "Indexed":
-            fields.append("completions")
-        for field in fields:
-            if new["spec"].get(field) != old["spec"].get(field):
-                errors.append(
-                    invalid(f"spec.{field}", new["spec"].get(field), "field is immutable")
-                )
-        if new["spec"].get("template") != old["spec"].get("template"):
-            errors.append(
-                invalid("spec.template", new["spec"].get("template"), "field is immutable")
-            )
-        return errors
+        return validate_job_update(new, old)
     if (rt.group, rt.plural) == ("", "pods"):
         return _pod_update(new.get("spec", {}), old.get("spec", {}))
     immutable = rt.plural in ("configmaps", "secrets") and old.get("immutable")

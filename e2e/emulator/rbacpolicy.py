@@ -2,11 +2,13 @@
 
 kube-apiserver's bootstrap policy creates `cluster-admin` (bound to system:masters),
 `system:discovery`, `system:basic-user` and `system:public-info-viewer` (bound to every
-authenticated user), and the aggregated `admin`, `edit` and `view` roles; the
-clusterrole-aggregation controller of kube-controller-manager fills an aggregated role's
-`rules` with the rules of every ClusterRole its `aggregationRule.clusterRoleSelectors`
-select. Both are emulated here; the rule lists of `system:aggregate-to-*` are shortened to
-the resources the emulator serves (see "Known divergences" in e2e/README.md).
+authenticated user), `system:service-account-issuer-discovery` (the issuer's discovery
+document and JWKS, bound to every ServiceAccount), and the aggregated `admin`, `edit` and
+`view` roles; the clusterrole-aggregation controller of kube-controller-manager fills an
+aggregated role's `rules` with the rules of every ClusterRole its
+`aggregationRule.clusterRoleSelectors` select. Both are emulated here; the rule lists of
+`system:aggregate-to-*` are shortened to the resources the emulator serves (see "Known
+divergences" in e2e/README.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ BOOTSTRAP_META = {
 DISCOVERY_URLS = ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
                   "/openapi/*", "/readyz", "/version", "/version/"]  # fmt: skip
 PUBLIC_URLS = ["/healthz", "/livez", "/readyz", "/version", "/version/"]
+ISSUER_URLS = ["/.well-known/openid-configuration", "/.well-known/openid-configuration/",
+               "/openid/v1/jwks", "/openid/v1/jwks/"]  # fmt: skip
 READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 CORE_READ = ["pods", "pods/log", "pods/status", "configmaps", "endpoints",
@@ -73,6 +77,8 @@ def bootstrap_cluster_roles() -> list[Obj]:
                                 {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
         _role("system:discovery", [{"nonResourceURLs": DISCOVERY_URLS, "verbs": ["get"]}]),
         _role("system:public-info-viewer", [{"nonResourceURLs": PUBLIC_URLS, "verbs": ["get"]}]),
+        _role("system:service-account-issuer-discovery",
+              [{"nonResourceURLs": ISSUER_URLS, "verbs": ["get"]}]),
         _role(
             "system:basic-user",
             [
@@ -114,6 +120,11 @@ def bootstrap_bindings() -> list[Obj]:
             "system:public-info-viewer",
             "system:public-info-viewer",
             ["system:authenticated", "system:unauthenticated"],
+        ),
+        _binding(
+            "system:service-account-issuer-discovery",
+            "system:service-account-issuer-discovery",
+            ["system:serviceaccounts"],
         ),
     ]
 

@@ -16,7 +16,7 @@ from http.server import ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from . import codec, discovery, kubeletproxy, protobuf
+from . import codec, discovery, kubeletproxy, oidc, protobuf
 from .authn import ADMIN, Identity
 from .binding import bind
 from .errors import ApiError, bad_request
@@ -185,6 +185,9 @@ class Handler(FastHeadersHandler):
                 "application/com.github.proto-openapi.spec.v2.v1.0+protobuf",
             )
             return True
+        elif path in (oidc.DISCOVERY_PATH, oidc.JWKS_PATH):  # ServiceAccountIssuerDiscovery
+            self._issuer_document(path)
+            return True
         elif path == "/openapi/v3":
             doc = discovery.openapi_v3_root(reg)
         elif path.startswith("/openapi/v3/"):
@@ -207,6 +210,21 @@ class Handler(FastHeadersHandler):
             return False
         self._send_json(200, doc)
         return True
+
+    def _issuer_document(self, path: str) -> None:
+        """The discovery document or the JWKS (oidc.py), each in its one media type."""
+        jwks = path == oidc.JWKS_PATH
+        mime = oidc.JWKS_CONTENT_TYPE if jwks else oidc.DISCOVERY_CONTENT_TYPE
+        if not oidc.acceptable(self.headers.get("Accept"), mime):
+            status = ApiError(406, oidc.not_acceptable(mime)).status()
+            self._send_json(406, {**status, "details": {}})  # go-restful's empty details
+            return
+        if jwks:
+            doc = self.server.emulator.security.authn.signer.jwks()
+        else:
+            host, port = self.server.server_address[:2]
+            doc = oidc.discovery(f"{host!s}:{port}")
+        self._send(200, json.dumps(doc).encode(), mime)
 
     # -- resources --------------------------------------------------------------------------
     def _route(self, path: str) -> Route:

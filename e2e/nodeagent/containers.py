@@ -27,11 +27,12 @@ from local.podspec import (
     PodSetupError,
     VolumeSource,
     container_env,
+    has_files,
     local_path,
     write_volume,
 )
 
-from .source import link_claims
+from .source import link_claims, tolerant
 
 Obj = dict[str, Any]
 SCRATCH = "/tmp"
@@ -72,16 +73,18 @@ def write_pod_volumes(pod: Obj, *, source: VolumeSource, root: Path, claims_root
                 )
             target = local_path(root, path)
             shared = first_path.setdefault(name, path)
-            if shared != path and not _has_files(volume) and not mount.get("subPath"):
+            if shared != path and not has_files(volume) and not mount.get("subPath"):
                 _link(target, local_path(root, shared))
                 continue
-            write_volume(volume, target=target, sub_path=mount.get("subPath"), source=source)
+            write_volume(
+                tolerant(volume),
+                target=target,
+                sub_path=mount.get("subPath"),
+                source=source,
+                pod=pod,
+            )
     for container in all_containers(pod):
         link_claims(pod, container, root=root, claims_root=claims_root)
-
-
-def _has_files(volume: Obj) -> bool:
-    return "configMap" in volume or "secret" in volume
 
 
 def _link(link: Path, target: Path) -> None:

@@ -10,8 +10,9 @@ Otherwise, in order (an image with an `--image-map IMAGE=COMMAND` entry skips 1 
 2. The auth sidecar's nginx image: this machine's nginx on a copy of the mounted
    nginx.conf with the pod's address and paths (`local.deployment.local_nginx_conf`).
 3. A container with its own `command`: that command on this machine (`python` is this
-   Python; `longrun-fetch`, the model download, is `python -m runners.fetch` when it is
-   not on the PATH).
+   Python; `longrun-fetch`, the model download, and `longrun-token-check`, the token
+   verifier, are `python -m runners.…` when they are not on the PATH), with a `--listen` on
+   loopback moved to the pod's address.
 4. The agent's image map (the runner image, `--image-map` entries).
 No match: `ErrImagePull`, retried with back-off as for an image that cannot be pulled.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.core.serving.layout import SOURCE_MOUNT
-from controller.core.serving.runtimes import ServingImages
+from controller.core.serving.runtimes import LOOPBACK, ServingImages
 from controller.core.serving.settings import serving_settings_from_env
 from local.deployment import ServeError, local_nginx_conf, nginx_binary
 from local.podspec import PodSetupError, image_repository, local_path
@@ -36,7 +37,10 @@ from .config import AgentConfig
 
 Obj = dict[str, Any]
 # The project's console scripts, for an agent whose PATH lacks the virtualenv's bin.
-PROJECT_COMMANDS = {"longrun-fetch": ("-m", "runners.fetch")}
+PROJECT_COMMANDS = {
+    "longrun-fetch": ("-m", "runners.fetch"),
+    "longrun-token-check": ("-m", "runners.tokencheck"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,10 +79,21 @@ def launch(
         raise PodSetupError(f"image {image!r}: {exc}", reason="ErrImagePull") from None
     command = container.get("command")
     if command:
-        args = (*command[1:], *_args(container))
+        args = (*command[1:], *_on_pod_address(_args(container), host))
         env = fetch_env(root) if command[0] == "longrun-fetch" else {}
         return Launch(_program(command[0], config), args, container, env)
     return Launch(config.images.command_for(image), tuple(_args(container)), container)
+
+
+def _on_pod_address(args: list[str], host: str) -> list[str]:
+    """A helper container's `--listen 127.0.0.1:PORT` (the token verifier) on the pod's own
+    address: every pod here shares the machine's loopback, and its nginx.conf is moved the same
+    way (`local_nginx_conf`)."""
+    loopback = f"{LOOPBACK}:"
+    return [
+        f"{host}:{a[len(loopback) :]}" if prev == "--listen" and a.startswith(loopback) else a
+        for prev, a in zip(["", *args], args, strict=False)
+    ]
 
 
 def _args(container: Obj) -> list[str]:

@@ -138,6 +138,16 @@ class Kube:
     def secret(self, namespace: str, name: str) -> Obj | None:
         return self._get_or_none(self.core.read_namespaced_secret, name, namespace)
 
+    def request_token(self, namespace: str, account: str, spec: Obj) -> Obj:
+        """POST serviceaccounts/<account>/token (TokenRequest): the answer's status has the
+        token; a kubelet asks for the pods it runs."""
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+        with _answers():
+            answer = self.core.create_namespaced_service_account_token(
+                account, namespace, body, _preload_content=False
+            )
+        return _json(answer)
+
     # -- node and lease -----------------------------------------------------------------
     def get_node(self, name: str) -> Obj | None:
         return self._get_or_none(self.core.read_node, name)

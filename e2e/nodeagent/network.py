@@ -204,3 +204,8 @@ class ResolvingSource:
 
     def secret(self, name: str) -> Mapping[str, bytes] | None:
         return self._inner.secret(name)
+
+    def service_account_token(
+        self, pod: dict[str, Any], *, audience: str | None, seconds: int
+    ) -> str:
+        return self._inner.service_account_token(pod, audience=audience, seconds=seconds)

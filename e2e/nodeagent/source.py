@@ -6,6 +6,11 @@ One deviation from a cluster, the same as `longrun run` and the emulator's local
 executor make: Secret volumes are materialized under the pod's own directory, so
 a runner contract whose `secretsDir` is the default mount path is pointed there.
 
+A projected `serviceAccountToken` is a TokenRequest for the pod's ServiceAccount, bound to
+the pod (`boundObjectRef`), as the kubelet makes it; it is written once, at the pod's start.
+The kubelet rewrites the file at 80 % of the token's lifetime; the agent does not (pods in
+tests end well before the 10-minute minimum lifetime runs out).
+
 A PersistentVolumeClaim is a host directory, `<pvc root>/<namespace>/<claimName>`,
 that outlives the pod: the pod's mount is a symlink to it, so the next pod of the
 same claim sees what the last one wrote (no binding to a PersistentVolume is
@@ -22,12 +27,16 @@ from pathlib import Path
 from typing import Any
 
 from contracts.contract import DEFAULT_SECRETS_DIR
-from local.podspec import local_path
+from local.podspec import PodSetupError, local_path
 
-from .kube import Kube
+from .kube import ApiError, Kube
 
 Obj = dict[str, Any]
 CONTRACT_KEY = "contract.json"
+# The OpenShift fork's ServiceAccount admission adds this ConfigMap to every pod's
+# kube-api-access volume, and the controller that would publish it is off (e2e/README.md,
+# "OpenShift-fork quirks"): the agent reads that source as optional.
+FORK_CONFIG_MAPS = frozenset({"openshift-service-ca.crt"})
 
 
 class ApiSource:
@@ -52,6 +61,43 @@ class ApiSource:
         if obj is None:
             return None
         return {k: base64.b64decode(v) for k, v in (obj.get("data") or {}).items()}
+
+    def service_account_token(self, pod: Obj, *, audience: str | None, seconds: int) -> str:
+        meta = pod["metadata"]
+        account = pod["spec"].get("serviceAccountName") or "default"
+        spec: Obj = {
+            "expirationSeconds": seconds,
+            "boundObjectRef": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+        }
+        if audience:
+            spec["audiences"] = [audience]
+        try:
+            answer = self._kube.request_token(self._namespace, account, spec)
+        except ApiError as exc:
+            raise PodSetupError(
+                f"projected serviceAccountToken: TokenRequest for ServiceAccount "
+                f"{self._namespace}/{account} failed: {exc}"
+            ) from None
+        return str((answer.get("status") or {}).get("token") or "")
+
+
+def tolerant(volume: Obj) -> Obj:
+    """`volume` with the fork's ConfigMap sources of a projected volume made optional."""
+    projected = volume.get("projected")
+    if not isinstance(projected, dict):
+        return volume
+    sources = [
+        {**s, "configMap": {**s["configMap"], "optional": True}}
+        if (s.get("configMap") or {}).get("name") in FORK_CONFIG_MAPS
+        else s
+        for s in projected.get("sources") or []
+    ]
+    return {**volume, "projected": {**projected, "sources": sources}}
 
 
 def localize_contract(text: str, *, root: Path) -> str:

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from local.podspec import PodSetupError
 
@@ -95,6 +96,7 @@ class PodWorker:
             namespace=meta["namespace"],
             resolve=resolver.resolve,
         )
+        self._service_env = api_server_env(kube.api.configuration.host)
         self.config, self._reporter, self._on_done = config, reporter, on_done
         spec = pod["spec"]
         self._init = [
@@ -238,7 +240,7 @@ class PodWorker:
                     found.container,
                     source=self._source,
                     root=self.root,
-                    base_env=host_env(),
+                    base_env={**host_env(), **self._service_env},
                     pod_ip=self.pod_ip,
                 )
             except PodSetupError as exc:
@@ -319,6 +321,17 @@ class PodWorker:
             )
             if not self._reporter.report(self.pod, report):
                 self._request_stop(self._grace, silent=True)  # the pod is gone
+
+
+def api_server_env(url: str) -> dict[str, str]:
+    """What the kubelet tells every container about the API server (the `kubernetes` Service
+    of `default`): KUBERNETES_SERVICE_HOST/PORT, here the address this agent uses. Only for an
+    HTTPS server: in-cluster clients speak TLS, and the emulator serves plain HTTP."""
+    parts = urlsplit(url)
+    if parts.scheme != "https" or parts.hostname is None:
+        return {}
+    port = str(parts.port or 443)
+    return {"KUBERNETES_SERVICE_HOST": parts.hostname, "KUBERNETES_SERVICE_PORT": port}
 
 
 def host_env() -> dict[str, str]:

@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 
 from contracts.model import ModelEndpoint
 from runners.api import BatchRejected, ConfigError, RunContext, TransientError
-from runners.models.common import auth_header
+from runners.models.common import credential
 from runners.netguard import NO_GUARD, Guard
 from runners.retry import ServerFault, retry_after
 from runners.tls import ssl_context
@@ -249,8 +249,8 @@ def short_reason(body: bytes) -> str:
 # Statuses that blame the endpoint, not a record: no retry and no per-record isolation can fix
 # them, so the run stops with exit 2 (bad configuration) and says what to check.
 ENDPOINT_HINTS = {
-    401: "check the token Secret in model.auth",
-    403: "check the token Secret in model.auth and what that key may access",
+    401: "check the key Secret or the token's audience in model.auth",
+    403: "check model.auth and what that key or ServiceAccount may access",
     404: "check model.url and model.name",
 }
 
@@ -321,9 +321,9 @@ class HttpClient:
             "Content-Type": "application/json",
             "Accept": "application/json",
         }
-        auth = auth_header(endpoint, ctx)
-        if auth is not None:
-            self.headers[auth[0]] = auth[1]
+        self._credential = credential(endpoint, ctx)
+        if self._credential is not None:
+            self.headers[self._credential.header] = self._credential.value()
         self._timeout = endpoint.timeout_seconds
 
     def send(
@@ -338,7 +338,8 @@ class HttpClient:
     ) -> HttpResponse:
         """The response to one request; raises TransientError/BatchRejected per the rules
         (`per_record` as check_status's)."""
-        merged = self.headers if headers is None else {**self.headers, **headers}
+        own = self._current_headers()
+        merged = own if headers is None else {**own, **headers}
         try:
             response = self.transport.send(method, url, body=body, headers=merged)
         except TimeoutError:
@@ -352,6 +353,16 @@ class HttpClient:
             raise TransientError(f"{what}: {type(exc).__name__}: {exc}"[:REASON_LIMIT]) from None
         check_status(response, what=what, per_record=per_record)
         return response
+
+    def _current_headers(self) -> dict[str, str]:
+        """The client's headers with the credential as it is now: a new dict only when a
+        ServiceAccount token was replaced (the dict is swapped whole, threads share it)."""
+        auth = self._credential
+        if auth is not None and not auth.is_static:
+            value = auth.value()
+            if self.headers[auth.header] is not value:
+                self.headers = {**self.headers, auth.header: value}
+        return self.headers
 
     def post_json(self, url: str, body: bytes, *, what: str) -> Any:
         """POST a serialised JSON body and return the decoded JSON answer."""

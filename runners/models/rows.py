@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from contracts.model import ModelEndpoint
 from runners.api import InputRecord, Outcome, RecordFailure, RunContext
 from runners.models import tensors
+from runners.models.columnrows import ColumnRows, column_rows
 from runners.models.rowvalues import CHECKS, RowError, all_plain, finite_packed
 from runners.outcomes import Outcomes
 
@@ -249,7 +250,15 @@ class Rows(Parts):
         self.size = len(records)
         names, exact = _names(records, fields, order, exclude)
         plain = _plain_values(records, names, exact=exact, datatype=datatype, exclude=exclude)
-        if plain is None:  # something to convert, flatten or refuse: record by record
+        # A batch of one Parquet slice holding a null, NaN or infinity: those records fail, the
+        # others are taken from its columns (runners/models/columnrows.py), not one by one.
+        columns = (
+            None if plain is not None else _from_columns(records, names, exact, datatype, exclude)
+        )
+        if columns is not None:
+            self.values, self.width = columns.values(), columns.width
+            self.indexes, self.failures = columns.indexes, columns.failures
+        elif plain is None:  # something to convert, flatten or refuse: record by record
             batch = Batch(
                 records,
                 lambda r: record_row(
@@ -285,6 +294,12 @@ class Rows(Parts):
         """
         if datatype in tensors.STRUCT_CODES:
             names, exact = _names(records, fields, order, exclude)
+            columns = _from_columns(records, names, exact, datatype, exclude)
+            if columns is not None:  # read from Parquet: the tensor straight from its columns
+                rows = cls.__new__(cls)
+                rows.size, rows.width, rows._columns = len(records), columns.width, columns
+                rows.indexes, rows.failures = columns.indexes, columns.failures
+                return rows, columns.raw(datatype)
             found = _flat_values(records, names, exact=exact, exclude=exclude)
             raw = None if found is None else tensors.pack_numbers(found[0], datatype)
             if found is not None and raw is not None and finite_packed(found[0], datatype):
@@ -294,6 +309,21 @@ class Rows(Parts):
                 return rows, raw
         rows = cls(records, fields=fields, datatype=datatype, exclude=exclude, order=order)
         return rows, tensors.encode_values(rows.values, datatype)
+
+    _values: list[Any] | None = None
+    _columns: ColumnRows | None = None  # `packed` from Parquet columns: values made on demand
+
+    @property
+    def values(self) -> list[Any]:
+        """The good records' values, flat and row-major."""
+        if self._values is None:
+            assert self._columns is not None
+            self._values = self._columns.values()
+        return self._values
+
+    @values.setter
+    def values(self, values: list[Any]) -> None:
+        self._values = values
 
     @property
     def count(self) -> int:
@@ -305,6 +335,26 @@ class Rows(Parts):
         """The rows as lists (KServe v1 sends them so)."""
         width, values = self.width, self.values
         return [values[i : i + width] for i in range(0, len(values), width)] if width else []
+
+
+def _from_columns(
+    records: Sequence[InputRecord],
+    names: Sequence[str],
+    exact: bool,
+    datatype: str | None,
+    exclude: str | None,
+) -> ColumnRows | None:
+    """The batch's rows from the columns its records were read from, when that path applies."""
+    return column_rows(
+        records,
+        names,
+        exact=exact,
+        datatype=datatype,
+        exclude=exclude,
+        explain=lambda r: record_row(
+            r.data, names, datatype=datatype, exact=exact, exclude=exclude
+        ),
+    )
 
 
 def _names(

@@ -34,7 +34,7 @@ from runners.api import (
     TransientError,
 )
 from runners.models import tensors
-from runners.models.common import DEFAULT_DATATYPE, DEFAULT_INPUT_NAME, auth_header
+from runners.models.common import DEFAULT_DATATYPE, DEFAULT_INPUT_NAME, Credential, credential
 from runners.models.rows import InputFields, Rows
 from runners.netguard import Guard
 from runners.outcomes import Outcomes
@@ -50,8 +50,8 @@ CHANNEL_OPTIONS = (
 # Worth retrying: the server is down, overloaded, slow, or failed inside (like HTTP 5xx).
 # Codes that blame the endpoint, not a record: exit 2 with what to check (see models/http.py).
 ENDPOINT_CODES = {
-    grpc.StatusCode.UNAUTHENTICATED: "check the token Secret in model.auth",
-    grpc.StatusCode.PERMISSION_DENIED: "check the token Secret in model.auth",
+    grpc.StatusCode.UNAUTHENTICATED: "check the key Secret or the token's audience in model.auth",
+    grpc.StatusCode.PERMISSION_DENIED: "check model.auth and what that key or account may access",
     grpc.StatusCode.NOT_FOUND: "check model.url and model.name",
 }
 TRANSIENT_CODES = frozenset(
@@ -126,8 +126,8 @@ class TritonGrpcClient:
         self._infer = self._channel.unary_unary(  # the request goes as bytes: see _request
             INFER_METHOD, response_deserializer=service_pb2.ModelInferResponse.FromString
         )
-        auth = auth_header(endpoint, ctx)
-        self._metadata = () if auth is None else ((auth[0].lower(), auth[1]),)
+        self._credential = credential(endpoint, ctx)
+        self._metadata = _metadata(self._credential)
         self._model = endpoint.name
         self._version = endpoint.version or ""
         self._input = endpoint.input_name or DEFAULT_INPUT_NAME
@@ -181,7 +181,11 @@ class TritonGrpcClient:
 
     def _call(self, request: bytes) -> Any:
         try:
-            return self._infer(request, timeout=self._timeout, metadata=self._metadata)
+            metadata = self._metadata
+            auth = self._credential
+            if auth is not None and not auth.is_static and metadata[0][1] is not auth.value():
+                metadata = self._metadata = _metadata(auth)  # a replaced ServiceAccount token
+            return self._infer(request, timeout=self._timeout, metadata=metadata)
         except grpc.RpcError as exc:
             code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
             details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
@@ -197,6 +201,11 @@ class TritonGrpcClient:
 
     def close(self) -> None:
         self._channel.close()
+
+
+def _metadata(auth: Credential | None) -> tuple[tuple[str, str], ...]:
+    """The call metadata carrying the credential as it is now (gRPC wants lower-case keys)."""
+    return () if auth is None else ((auth.header.lower(), auth.value()),)
 
 
 # ModelInferRequest's field numbers (grpc_service.proto) and how many shapes' heads to keep

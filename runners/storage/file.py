@@ -1,13 +1,16 @@
-"""`file`: CSV/JSONL on a volume mounted into the runner pod.
+"""`file`: CSV, JSONL or Parquet on a volume mounted into the runner pod.
 
 Input is a file, or a directory whose files are read in name order (positions
-continue across files). Output is a directory with one file per chunk,
-`part-<index:06d>.<ext>`, plus `_SUCCESS` (a JSON manifest) at the end.
+continue across files; Parquet files by row group, runners/parquet.py). Output is
+a directory with one file per chunk, `part-<index:06d>.<ext>`, plus `_SUCCESS`
+(a JSON manifest) at the end.
 
 Atomicity rests on POSIX rename: a chunk is written to a hidden temporary file
 in the same directory, fsync'ed, renamed into place, and the directory is
 fsync'ed, so a reader (or a restarted pod) sees the whole chunk or nothing.
-Writing an existing chunk again replaces it with identical content.
+Writing an existing chunk again replaces it with identical content. The pods of a run shared
+by several (runners/shards.py) write their own chunks into the one directory, each with
+temporaries of its own.
 
 A directory belongs to one run and Job: the first sink claims it with a `_RUN`
 marker (runners/storage/owners.py); another run's sink is refused, so every part
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.storage import FileStorage
-from contracts.storage_fields import OPENAI_BATCH
+from contracts.storage_fields import PARQUET
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -36,16 +39,9 @@ from runners.api import (
     Source,
     StorageBackend,
 )
-from runners.formats import (
-    TEXT_ENCODING,
-    chunk_usage,
-    count_records,
-    encode_chunk,
-    extension,
-    guess_format,
-    make_record,
-    parse_rows,
-)
+from runners.chunkcodec import ChunkCodec
+from runners.formats import TEXT_ENCODING, guess_format, parse_rows
+from runners.reading import read_records
 from runners.storage.owners import MARKER, Owner, refusal
 
 MANIFEST = "_SUCCESS"
@@ -86,26 +82,40 @@ class FileSource(Source):
         start = 0
         for path in self.files:
             fmt = guess_format(path.name, self.settings.format)
-            count = 0
+            if fmt == PARQUET:
+                from runners import parquet  # imports pyarrow (0.2 s of CPU): Parquet runs only
+
+                start += yield from parquet.read_records(
+                    path,
+                    where=f"path: {path}",
+                    start=start,
+                    skip=skip,
+                    id_field=self.settings.id_field,
+                    record_field=self.settings.record_field,
+                )
+                continue
             with path.open(encoding=TEXT_ENCODING, newline="") as handle:
-                for offset, row in enumerate(parse_rows(handle, fmt=fmt, skip=skip - start)):
-                    count = offset + 1
-                    if start + offset >= skip and row is not None:
-                        yield make_record(
-                            row,
-                            start + offset,
-                            id_field=self.settings.id_field,
-                            record_field=self.settings.record_field,
-                            batch=fmt == OPENAI_BATCH,
-                        )
-            start += count
+                start += yield from read_records(
+                    handle,
+                    fmt=fmt,
+                    start=start,
+                    skip=skip,
+                    id_field=self.settings.id_field,
+                    record_field=self.settings.record_field,
+                )
 
     def total(self) -> int | None:
         """How many positions the files hold: one pass, JSON left undecoded (CSV rows parsed,
-        as a quoted field may span lines); on the progress thread, with its own file handles."""
+        as a quoted field may span lines; Parquet footers read); on the progress thread, with
+        its own file handles."""
         count = 0
         for path in self.files:
             fmt = guess_format(path.name, self.settings.format)
+            if fmt == PARQUET:
+                from runners import parquet
+
+                count += parquet.count_rows(path, where=f"path: {path}")
+                continue
             with path.open(encoding=TEXT_ENCODING, newline="") as handle:
                 count += sum(1 for _ in parse_rows(handle, fmt=fmt, skip=sys.maxsize))
         return count
@@ -123,12 +133,13 @@ class FileSink(Sink):
 
     def __init__(self, settings: FileStorage, ctx: RunContext, *, role: str) -> None:
         self.dir = Path(ctx.execution_subpath(settings.path))
-        self.fmt = settings.format or "jsonl"
-        self.ext = extension(self.fmt)
-        self.salt = f"{ctx.run_uid}/{ctx.job_name}"  # openai-batch line ids
+        self.codec = ChunkCodec.of(settings, ctx, role=role)
+        self.ext = self.codec.extension
         self.ctx = ctx
         self.role = role
         self.location = str(self.dir)
+        # Each pod of a run shared by several has temporaries of its own: it clears only them.
+        self._tmp = _TMP_PREFIX + (f"i{ctx.shard_index}-" if ctx.shard_count > 1 else "")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -152,7 +163,7 @@ class FileSink(Sink):
     def committed_records(self, chunks: set[int]) -> int:
         """Records in the chunk files of `chunks` (read one at a time; absent ones hold 0)."""
         return sum(
-            count_records(self.chunk_path(index).read_bytes(), fmt=self.fmt)
+            self.codec.count(self.chunk_path(index).read_bytes())
             for index in sorted(chunks & self.committed())
         )
 
@@ -161,13 +172,13 @@ class FileSink(Sink):
         tokens: dict[str, int] = {}
         for index in sorted(chunks & self.committed()):
             data = self.chunk_path(index).read_bytes()
-            for key, value in chunk_usage(data, fmt=self.fmt).items():
+            for key, value in self.codec.usage(data).items():
                 tokens[key] = tokens.get(key, 0) + value
         return tokens
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """Write chunk `index` atomically (replacing an identical earlier copy)."""
-        data = encode_chunk(records, fmt=self.fmt, salt=self.salt)
+        data = self.codec.encode(records)
         self._atomic_write(self.chunk_path(index), data)
 
     def finish(self, summary: Mapping[str, Any]) -> None:
@@ -176,7 +187,7 @@ class FileSink(Sink):
             "runUid": self.ctx.run_uid,
             "jobName": self.ctx.job_name,
             "role": self.role,
-            "format": self.fmt,
+            "format": self.codec.fmt,
             "committedChunks": sorted(self.committed()),
             **summary,
         }
@@ -186,7 +197,7 @@ class FileSink(Sink):
         """Nothing to close."""
 
     def _atomic_write(self, target: Path, data: bytes) -> None:
-        tmp = self.dir / f"{_TMP_PREFIX}{target.name}.{os.getpid()}"
+        tmp = self.dir / f"{self._tmp}{target.name}.{os.getpid()}"
         _write_synced(tmp, data)
         os.replace(tmp, target)
         _fsync_dir(self.dir)
@@ -217,7 +228,7 @@ class FileSink(Sink):
 
     def _create(self, target: Path, data: bytes) -> None:
         """Write `target` whole, only if absent (FileExistsError otherwise)."""
-        tmp = self.dir / f"{_TMP_PREFIX}{target.name}.{os.getpid()}"
+        tmp = self.dir / f"{self._tmp}{target.name}.{os.getpid()}"
         _write_synced(tmp, data)
         try:
             os.link(tmp, target)  # atomic create-if-absent, content complete
@@ -234,7 +245,7 @@ class FileSink(Sink):
 
     def _remove_temporaries(self) -> None:
         # Left by a killed pod: never visible as chunks, safe to delete.
-        for path in self.dir.glob(f"{_TMP_PREFIX}*"):
+        for path in self.dir.glob(f"{self._tmp}*"):
             path.unlink(missing_ok=True)
 
 

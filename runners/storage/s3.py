@@ -1,7 +1,8 @@
-"""`s3`: CSV/JSONL objects in S3 or an S3-compatible store (MinIO, Ceph, moto).
+"""`s3`: CSV, JSONL or Parquet objects in S3 or an S3-compatible store (MinIO, Ceph, moto).
 
 Input is one `key` or every object under a `prefix` in key order, streamed line
-by line from the response body (never loaded whole). Output is one object per
+by line from the response body (never loaded whole); a Parquet object is read by
+row group with ranged GETs (runners/parquet.py). Output is one object per
 chunk, `<prefix>/part-<index:06d>.<ext>`, plus `<prefix>/_SUCCESS` at the end.
 
 An S3 PUT is atomic: readers see the old object, or the whole new one. For the
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -41,7 +42,7 @@ from botocore.exceptions import (
 )
 
 from contracts.storage import S3Storage
-from contracts.storage_fields import OPENAI_BATCH
+from contracts.storage_fields import PARQUET
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -53,18 +54,10 @@ from runners.api import (
     StorageBackend,
     TransientError,
 )
-from runners.formats import (
-    chunk_usage,
-    count_records,
-    decode_chunk,
-    encode_chunk,
-    extension,
-    guess_format,
-    iter_text_lines,
-    make_record,
-    parse_rows,
-)
+from runners.chunkcodec import ChunkCodec
+from runners.formats import guess_format, iter_text_lines
 from runners.netguard import Guard, guard_boto_client
+from runners.reading import read_records
 from runners.secrets import read_secret
 from runners.storage.owners import MARKER, Owner, refusal
 from runners.tls import verify
@@ -72,6 +65,9 @@ from runners.tls import verify
 MANIFEST = "_SUCCESS"
 _READ_CHUNK = 1 << 16
 _RECORDS_META = "records"
+
+if TYPE_CHECKING:
+    from runners import parquet
 
 
 class S3Backend(StorageBackend):
@@ -166,18 +162,26 @@ class S3Source(Source):
         start = 0
         for key in self._keys():
             fmt = guess_format(key, self.settings.format)
-            count = 0
-            for offset, row in enumerate(parse_rows(self._lines(key), fmt=fmt, skip=skip - start)):
-                count = offset + 1
-                if start + offset >= skip and row is not None:
-                    yield make_record(
-                        row,
-                        start + offset,
-                        id_field=self.settings.id_field,
-                        record_field=self.settings.record_field,
-                        batch=fmt == OPENAI_BATCH,
-                    )
-            start += count
+            if fmt == PARQUET:
+                from runners import parquet  # imports pyarrow (0.2 s of CPU): Parquet runs only
+
+                start += yield from parquet.read_records(
+                    self._object(key),
+                    where=f"key: s3://{self.settings.bucket}/{key}",
+                    start=start,
+                    skip=skip,
+                    id_field=self.settings.id_field,
+                    record_field=self.settings.record_field,
+                )
+                continue
+            start += yield from read_records(
+                self._lines(key),
+                fmt=fmt,
+                start=start,
+                skip=skip,
+                id_field=self.settings.id_field,
+                record_field=self.settings.record_field,
+            )
 
     def _lines(self, key: str) -> Iterator[str]:
         where = f"s3://{self.settings.bucket}/{key}"
@@ -192,9 +196,38 @@ class S3Source(Source):
         finally:
             body.close()
 
+    def _object(self, key: str) -> parquet.RangeFile:
+        """A seekable view of the object, read with ranged GETs (runners/parquet.py)."""
+        where = f"s3://{self.settings.bucket}/{key}"
+
+        def fetch(first: int, last: int) -> bytes:
+            try:
+                obj = self.client.get_object(
+                    Bucket=self.settings.bucket, Key=key, Range=f"bytes={first}-{last}"
+                )
+                with obj["Body"] as body:
+                    return bytes(body.read())
+            except (ClientError, BotoCoreError) as exc:
+                raise _error(exc, what=f"reading {where}", field="key") from exc
+
+        try:
+            head = self.client.head_object(Bucket=self.settings.bucket, Key=key)
+        except (ClientError, BotoCoreError) as exc:
+            raise _error(exc, what=f"reading {where}", field="key") from exc
+        from runners import parquet
+
+        return parquet.RangeFile(int(head["ContentLength"]), fetch)
+
     def total(self) -> int | None:
-        """Unknown without reading the objects."""
-        return None
+        """The rows of Parquet objects, from their footers; unknown for other formats
+        without reading the objects."""
+        keys = list(self._keys())
+        if any(guess_format(key, self.settings.format) != PARQUET for key in keys):
+            return None
+        where = f"s3://{self.settings.bucket}/"
+        from runners import parquet
+
+        return sum(parquet.count_rows(self._object(k), where=f"{where}{k}") for k in keys)
 
     def close(self) -> None:
         """Close the client's connection pool."""
@@ -207,9 +240,8 @@ class S3Sink(Sink):
     def __init__(self, settings: S3Storage, ctx: RunContext, *, role: str) -> None:
         self.bucket = settings.bucket
         self.prefix = ctx.execution_subpath(settings.prefix or "").rstrip("/")
-        self.fmt = settings.format or "jsonl"
-        self.ext = extension(self.fmt)
-        self.salt = f"{ctx.run_uid}/{ctx.job_name}"  # openai-batch line ids
+        self.codec = ChunkCodec.of(settings, ctx, role=role)
+        self.ext = self.codec.extension
         self.ctx = ctx
         self.role = role
         self.client = make_client(settings, ctx)
@@ -302,7 +334,7 @@ class S3Sink(Sink):
                 return int(count)
             obj = self.client.get_object(Bucket=self.bucket, Key=key)  # written before metadata
             with obj["Body"] as body:
-                return count_records(body.read(), fmt=self.fmt)
+                return self.codec.count(body.read())
         except (ClientError, BotoCoreError) as exc:
             raise _error(exc, what=f"reading s3://{self.bucket}/{key}", field="prefix") from exc
 
@@ -313,7 +345,7 @@ class S3Sink(Sink):
             key = self.key(index)
             try:
                 with self.client.get_object(Bucket=self.bucket, Key=key)["Body"] as body:
-                    found = chunk_usage(body.read(), fmt=self.fmt)
+                    found = self.codec.usage(body.read())
             except (ClientError, BotoCoreError) as exc:
                 where = f"reading s3://{self.bucket}/{key}"
                 raise _error(exc, what=where, field="prefix") from exc
@@ -323,7 +355,7 @@ class S3Sink(Sink):
 
     def write_chunk(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         """PUT chunk `index` (conditionally for the output role), its record count as metadata."""
-        body = encode_chunk(records, fmt=self.fmt, salt=self.salt)
+        body = self.codec.encode(records)
         extra: dict[str, Any] = {"IfNoneMatch": "*"} if self.role == "output" else {}
         extra["Metadata"] = {_RECORDS_META: str(len(records))}
         try:
@@ -339,7 +371,7 @@ class S3Sink(Sink):
     def _verify_existing(self, index: int, records: Sequence[OutputRecord | ErrorRecord]) -> None:
         obj = self.client.get_object(Bucket=self.bucket, Key=self.key(index))
         with obj["Body"] as body:
-            rows = decode_chunk(body.read(), fmt=self.fmt)
+            rows = self.codec.decode(body.read())
         if [str(r["id"]) for r in rows] != [r.id for r in records]:
             raise ConfigError(
                 f"prefix: s3://{self.bucket}/{self.key(index)} exists with other records: "
@@ -353,7 +385,7 @@ class S3Sink(Sink):
             "runUid": self.ctx.run_uid,
             "jobName": self.ctx.job_name,
             "role": self.role,
-            "format": self.fmt,
+            "format": self.codec.fmt,
             **summary,
         }
         body = json.dumps(manifest, sort_keys=True).encode()

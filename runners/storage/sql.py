@@ -64,7 +64,9 @@ from runners.storage.sqlschema import (
     USAGE,
     check_key,
     chunks_table,
+    create_tables,
     has_usage,
+    order_problem,
     output_table,
     split_name,
     upsert,
@@ -164,6 +166,11 @@ class SqlSource(Source):
             self.engine.dispose()
             raise
         self._id_field = self._record_id_field()
+        if ctx.shard_count > 1:  # every pod reads the input: in one order (runners/shards.py)
+            problem = order_problem(self._table, settings, pods=ctx.shard_count)
+            if problem:
+                self.engine.dispose()
+                raise ConfigError(problem)
 
     def _reflect(self) -> sa.Table:
         assert self.settings.table is not None
@@ -274,7 +281,7 @@ class SqlSink(Sink):
         self.table = output_table(meta, name, role=role)
         self.chunks = chunks_table(meta, f"{name}_chunks")
         try:
-            meta.create_all(self.engine, checkfirst=True)
+            create_tables(meta, self.engine)
             check_key(self.engine, self.table)
             # A table made before the usage column keeps its layout: usage is left out there.
             self._usage = role != "errors" and has_usage(self.engine, self.table)
@@ -363,8 +370,17 @@ class SqlSink(Sink):
     def finish(self, summary: Mapping[str, Any]) -> None:
         """Record the completion manifest (chunk -1 of the commit table)."""
         manifest = json.dumps({"role": self.role, **summary}, sort_keys=True)
-        with self.engine.begin() as conn:
-            self._mark(conn, _MANIFEST_CHUNK, int(summary.get("recordsWritten", 0)), manifest)
+        try:
+            with self.engine.begin() as conn:
+                self._mark(conn, _MANIFEST_CHUNK, int(summary.get("recordsWritten", 0)), manifest)
+        except sa.exc.DBAPIError as exc:
+            # Two pods of a run that found every chunk committed at once write the same
+            # manifest (runners/shards.py): the other one's may be there; else a deadlock
+            # between them is retried (sqlerrors.py), like any other.
+            mine = sa.and_(self._mine(self.chunks), self.chunks.c.chunk == _MANIFEST_CHUNK)
+            with self.engine.connect() as conn:
+                if conn.execute(sa.select(self.chunks.c.manifest).where(mine)).first() is None:
+                    raise db_failure(exc, what="writing the manifest", field="table") from None
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -13,6 +13,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
+from contracts.storage import SqlStorage
 from runners.api import ConfigError
 
 
@@ -101,3 +102,32 @@ def upsert(engine: Engine, table: sa.Table, sample: dict[str, Any]) -> sa.Execut
             {k: mstmt.inserted[k] for k in sample if k not in keys}
         )
     return sa.insert(table)
+
+
+def create_tables(meta: sa.MetaData, engine: Engine, *, attempts: int = 4) -> None:
+    """Create the tables not there yet. The pods of a run shared by several open their sinks
+    at once: one that lost the race to create a table looks again."""
+    for attempt in range(attempts):
+        try:
+            meta.create_all(engine, checkfirst=True)
+            return
+        except sa.exc.DBAPIError:
+            if attempt == attempts - 1:
+                raise
+
+
+def order_problem(table: sa.Table | None, settings: SqlStorage, *, pods: int) -> str | None:
+    """Why the `pods` pods of a shared run may read the input in different orders, or None.
+
+    Each pod reads every row and keeps those of its chunks by position (runners/shards.py), so
+    every pod must see the rows in one order: a table is read ordered by `idField`, else its
+    primary key; a query in its own order, which only an ORDER BY fixes.
+    """
+    why = f"{pods} pods share the run and each reads the input, so its order must be one"
+    if table is None:
+        if "order by" not in " ".join((settings.query or "").lower().split()):
+            return f"query: {why}: end it with ORDER BY a unique column"
+        return None
+    if settings.id_field is None and not list(table.primary_key.columns):
+        return f"idField: {why}: name a unique column (the table has no primary key)"
+    return None

@@ -546,6 +546,19 @@ def test_serving_images_default_to_the_runtimes_public_images(chart: Any) -> Non
     assert mirrored["SERVING_IMAGE_AUTH_PROXY"] == "mirror/nginx:1"
 
 
+def test_the_token_check_image_is_the_runner_image_unless_set(chart: Any) -> None:
+    from controller.core.serving.settings import serving_settings_from_env
+
+    def settings(values: dict[str, Any]) -> Any:
+        env = _env(_render(chart, values))
+        return serving_settings_from_env({k: v for k, v in env.items() if isinstance(v, str)})
+
+    default = settings({})
+    assert default.token_check_image == default.fetch_image  # the runner image
+    own = settings({"serving": {"tokenCheckImage": "mirror/longrun:1"}})
+    assert own.token_check_image == "mirror/longrun:1"
+
+
 def test_fleet_settings_reach_the_controller_environment(chart: Any) -> None:
     from controller.core.fleets.settings import fleet_settings_from_env
 

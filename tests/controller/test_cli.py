@@ -119,3 +119,27 @@ def test_a_run_without_name_or_generate_name_is_refused(
     )
     assert main(["validate", "-f", str(doc)]) == 1
     assert "InferenceRun/?: metadata: set name (or generateName" in capsys.readouterr().err
+
+
+def test_validate_names_spec_parallelism_when_the_config_in_the_file_cannot_share_its_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = (
+        "apiVersion: longrun.dev/v1alpha1\nkind: InferenceConfig\nmetadata: {name: sink}\n"
+        "spec:\n  model: {protocol: kserve-v1, url: 'http://m:8080', name: iris}\n"
+        "  storage:\n    input: {file: {path: /data/in.jsonl}}\n"
+        "    output: {http: {url: 'http://sink:8080/'}}\n"
+    )
+    run = (
+        "apiVersion: longrun.dev/v1alpha1\nkind: InferenceRun\nmetadata: {name: wide}\n"
+        "spec: {configRef: {name: sink}, parallelism: 4}\n"
+    )
+    (tmp_path / "wide.yaml").write_text(config + "---\n" + run)
+    assert main(["validate", "-q", "-f", str(tmp_path / "wide.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert "InferenceRun/wide: spec.parallelism: " in err
+    assert "spec.storage.output.http.committedUrl: required" in err
+    (tmp_path / "wide.yaml").write_text(
+        config + "---\n" + run.replace("parallelism: 4", "suspend: false")
+    )
+    assert main(["validate", "-q", "-f", str(tmp_path / "wide.yaml")]) == 0

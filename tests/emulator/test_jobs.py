@@ -281,3 +281,31 @@ def test_force_deleted_running_pod_is_killed_and_counted(k8s):
     eventually(lambda: k8s.batch.read_namespaced_job("j", k8s.ns).status.failed == 1)
     assert first in k8s.emu.executor.killed
     eventually(lambda: first not in [p.metadata.name for p in pods(k8s)])
+
+
+def test_a_failed_index_waits_out_its_own_backoff_on_the_clock(k8s_factory):
+    k8s = k8s_factory(job_backoff_seconds=10.0)  # the real controller's base delay
+    index = "batch.kubernetes.io/job-completion-index"
+    count = "batch.kubernetes.io/job-index-failure-count"
+    k8s.emu.executor.script(job="j", hold=True)
+    k8s.emu.executor.script(
+        job="j", match=lambda p: p["metadata"]["annotations"][index] == "1", exit_code=1, times=1
+    )
+    create(k8s, completions=2, parallelism=2, completionMode="Indexed", backoffLimitPerIndex=1)
+
+    def of_index(i: str) -> list:
+        return [p for p in pods(k8s) if p.metadata.annotations[index] == i]
+
+    eventually(lambda: [p for p in of_index("1") if p.status.phase == "Failed"])
+    k8s.emu.emulator.wait_idle()
+    [failed] = of_index("1")  # index 1 waits 10 s for its replacement
+    assert failed.metadata.finalizers == ["batch.kubernetes.io/job-tracking"]  # held, uncounted
+    assert not k8s.batch.read_namespaced_job("j", k8s.ns).status.failed
+    [other] = of_index("0")
+    k8s.emu.clock.advance(10)
+    replacement = eventually(lambda: [p for p in of_index("1") if p.status.phase != "Failed"])[0]
+    assert replacement.metadata.annotations[count] == "1"
+    assert failed.metadata.annotations[count] == "0"
+    eventually(lambda: k8s.batch.read_namespaced_job("j", k8s.ns).status.failed == 1)
+    [still] = of_index("0")  # index 0 ran on meanwhile
+    assert (still.metadata.name, still.status.phase) == (other.metadata.name, "Running")

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from contracts.auth import ONE_CREDENTIAL
 from contracts.concurrency import AUTO_ONLY, CONCURRENCY_RANGE, INITIAL_ABOVE_MAX
 from contracts.run import CANCEL_FINAL_MESSAGE, CANCEL_ONE_SHOT_MESSAGE, ONE_SHOT_FIXED_MESSAGE
 from tests.fidelity.conftest import GROUP, VERSION, Cluster
@@ -70,6 +71,11 @@ CONFIG_CASES: list[tuple[str, str, str, dict[str, Any]]] = [
     ("spec.model", ".spec.model",
      "deploymentRef: takes protocol, name and tls from the deployment; leave them out",
      {"model": {"url": None, "deploymentRef": {"name": "served"}}}),
+    ("spec.model.auth", ".spec.model.auth", ONE_CREDENTIAL,
+     {"model": {"auth": {"secretRef": {"name": "k", "key": "v"},
+                         "serviceAccountToken": {"audience": "models.example"}}}}),
+    ("spec.model.auth", ".spec.model.auth", ONE_CREDENTIAL,
+     {"model": {"auth": {"header": "X-API-Key"}}}),
     ("spec.pod.env[0]", ".spec.pod.env[]", "set exactly one of value and secretKeyRef",
      {"pod": {"env": [{"name": "T", "value": "a", "secretKeyRef": {"name": "s", "key": "k"}}]}}),
     ("spec.storage.input", ".spec.storage.input", "sql: set exactly one of table and query",

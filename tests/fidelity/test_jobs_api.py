@@ -1,5 +1,5 @@
-"""Jobs and CronJobs at the API level (no pods run): what the server fills in, and the
-legacy orphan default of a Job's deletion.
+"""Jobs and CronJobs at the API level (no pods run): what the server fills in, the
+legacy orphan default of a Job's deletion, and the rules of per-index back-off.
 
 Real: both backends; Jobs are created suspended, so no pod is ever wanted. Faked: nothing.
 The controller builds Jobs and CronJobs and compares what it reads back with what it
@@ -10,6 +10,8 @@ make it see drift that is not there.
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from tests.fidelity.conftest import Cluster
 
@@ -104,3 +106,57 @@ def test_a_jobs_template_is_immutable(kube: Cluster) -> None:
     # prints the old value as a Go struct; the emulator names spec.template, in JSON.
     [cause] = answer.body["details"]["causes"]
     assert cause["field"] == ("spec.template.spec" if kube.is_real else "spec.template")
+
+
+def _indexed(**spec: Any) -> dict[str, Any]:
+    return {"completionMode": "Indexed", "completions": 2, "parallelism": 2, **spec}
+
+
+FAIL_INDEX = {"rules": [{"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [3]}}]}
+HIGH = "when completions are above 100000 and used with backoff limit per index"
+# (spec fields, the one error the server gives), as pkg/apis/batch/validation words it.
+PER_INDEX_REFUSALS = [
+    ({"backoffLimitPerIndex": 1},
+     "spec.backoffLimitPerIndex: Invalid value: 1: requires indexed completion mode"),
+    (_indexed(maxFailedIndexes=1),
+     "spec.backoffLimitPerIndex: Required value: when maxFailedIndexes is specified"),
+    (_indexed(backoffLimitPerIndex=1, maxFailedIndexes=3),
+     "spec.maxFailedIndexes: Invalid value: 3: must be less than or equal to completions"),
+    (_indexed(backoffLimitPerIndex=-1),
+     "spec.backoffLimitPerIndex: Invalid value: -1: must be greater than or equal to 0"),
+    (_indexed(completions=100001, parallelism=1, backoffLimitPerIndex=1),
+     "spec.maxFailedIndexes: Required value: must be specified when completions is above 100000"),
+    (_indexed(completions=100001, parallelism=10001, backoffLimitPerIndex=1, maxFailedIndexes=1),
+     f"spec.parallelism: Invalid value: 10001: must be less than or equal to 10000 {HIGH}"),
+    ({"podFailurePolicy": FAIL_INDEX},
+     'spec.podFailurePolicy.rules[0].action: Invalid value: "FailIndex": requires the '
+     "backoffLimitPerIndex to be set"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("spec", "error"), PER_INDEX_REFUSALS)
+def test_per_index_backoff_rules_refuse_as_the_server_does(
+    kube: Cluster, spec: dict[str, Any], error: str
+) -> None:
+    body = {
+        "metadata": {"name": "j"},
+        "spec": {"suspend": True, "template": _pod_template(), **spec},
+    }
+    answer = kube.raw("POST", f"/apis/batch/v1/namespaces/{kube.ns}/jobs", body)
+    assert (answer.status, answer.body["message"]) == (422, f'Job.batch "j" is invalid: {error}')
+
+
+def test_per_index_backoff_defaults_and_which_fields_may_change(kube: Cluster) -> None:
+    spec = _indexed(suspend=True, template=_pod_template(), backoffLimitPerIndex=0,
+                    maxFailedIndexes=0, podFailurePolicy=FAIL_INDEX)  # fmt: skip
+    job = kube.batch.create_namespaced_job(kube.ns, {"metadata": {"name": "j"}, "spec": spec})
+    assert job.spec.backoff_limit == 2147483647  # backoffLimitPerIndex set, even to 0
+    path = f"/apis/batch/v1/namespaces/{kube.ns}/jobs/j"
+    merge = "application/merge-patch+json"
+    changed = kube.raw("PATCH", path, {"spec": {"maxFailedIndexes": 1}}, content_type=merge)
+    assert changed.status == 200 and changed.body["spec"]["maxFailedIndexes"] == 1
+    fixed = kube.raw("PATCH", path, {"spec": {"backoffLimitPerIndex": 2}}, content_type=merge)
+    assert (fixed.status, fixed.body["message"]) == (
+        422,
+        'Job.batch "j" is invalid: spec.backoffLimitPerIndex: Invalid value: 2: field is immutable',
+    )

@@ -212,3 +212,31 @@ def test_suspend_resume_and_cancel_go_through_the_workload_kueue_respects(
     assert done["result"]["recordsWritten"] == 6000
     assert "longrun.dev/deactivated" not in (workload_of(system, ns, done)["metadata"].get(
         "annotations") or {})  # fmt: skip
+
+
+def test_a_run_across_three_pods_is_admitted_as_one_workload_and_writes_every_record_once(
+    start_queued_system: Callable[..., QueuedSystem], kserve_server: PeerServer, tmp_path: Path
+) -> None:
+    system, _kueue = start_queued_system(**CONTROLLER)
+    ns = system.namespace("sharded")
+    system.kubectl("apply", "-n", ns, "-f", str(QUEUES))
+    records, data = 3000, tmp_path / "wide"
+    config, run = queued_run(kserve_server, data, name="wide", records=records,
+                             priority="batch-low")  # fmt: skip
+    # Three pods of 300m fit the queue's one CPU together: admitted whole, or not at all.
+    config["spec"]["pod"]["resources"]["requests"]["cpu"] = "300m"
+    run["spec"]["parallelism"] = 3
+    apply(system, ns, [config, run])
+    done = wait_phase(system, ns, "wide", "Succeeded")
+    exactly_once(data, records)
+    assert done["result"]["recordsWritten"] == records  # the three pods' summaries added up
+    manifest = json.loads((data / "scores" / "_SUCCESS").read_text())
+    assert (manifest["recordsWritten"], manifest["chunks"]) == (records, records // 100)
+    workload = workload_of(system, ns, done)
+    pod_sets = workload["spec"]["podSets"]
+    assert [p["count"] for p in pod_sets] == [3], pod_sets
+    assigned = workload["status"]["admission"]["podSetAssignments"]
+    assert [a["count"] for a in assigned] == [3], assigned
+    job = system.get("job", done["jobName"], ns) or {}
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 3
+    assert job["status"].get("completedIndexes") == "0-2"

@@ -154,3 +154,39 @@ def test_a_local_pod_gets_its_metrics_endpoint_on_loopback_only(tmp_path: Path) 
     # The pod's port comes from the Job; the address from `longrun run`: this host's network.
     assert seen["env"]["LONGRUN_METRICS_PORT"] == "9095"
     assert seen["env"]["LONGRUN_METRICS_ADDRESS"] == "127.0.0.1"
+
+
+def test_a_service_account_token_is_refused_locally_with_what_to_use_instead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = "  model:\n    auth: {serviceAccountToken: {audience: models.example}}\n"
+    text = fake_run_yaml(out=tmp_path, mode="ok").replace(
+        '  model: {protocol: kserve-v1, url: "http://127.0.0.1:9", name: iris}\n',
+        '  model:\n    protocol: kserve-v1\n    url: "http://127.0.0.1:9"\n    name: iris\n'
+        + token.removeprefix("  model:\n"),
+    )
+    assert "serviceAccountToken" in text
+    assert longrun_run(tmp_path, text) == 2
+    err = capsys.readouterr().err
+    assert "model.auth.serviceAccountToken" in err and "model.auth.secretRef" in err
+    assert attempts(tmp_path) == 0
+
+
+def test_a_run_over_several_pods_runs_each_index_and_adds_their_summaries_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    yaml_text = fake_run_yaml(out=tmp_path, mode="ok") + "  parallelism: 3\n"
+    assert longrun_run(tmp_path, yaml_text) == 0
+    seen = [json.loads(p.read_text()) for p in sorted((tmp_path / "seen").glob("attempt-*.json"))]
+    assert [s["env"]["JOB_COMPLETION_INDEX"] for s in seen] == ["0", "1", "2"]
+    assert seen[0]["contract"]["partitioning"] == {"count": 3, "rule": "chunkRoundRobin"}
+    assert "records: read=30 written=30" in capsys.readouterr().err  # 3 x the fake's 10
+
+
+def test_an_index_that_fails_for_good_fails_a_run_over_several_pods(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    yaml_text = fake_run_yaml(out=tmp_path, mode="fail", backoff_limit=1) + "  parallelism: 2\n"
+    assert longrun_run(tmp_path, yaml_text) == 1
+    assert attempts(tmp_path) == 2  # index 0 and its one retry; index 1 never starts
+    assert "MaxFailedIndexesExceeded" in capsys.readouterr().err

@@ -167,7 +167,13 @@ class Recorder:
             if not self._stopped.is_set():  # stop() cuts the connection; anything else fails
                 raise
 
-    def stop(self) -> list[Obj]:
+    def stop(self, until: Callable[[Obj], bool] | None = None) -> list[Obj]:
+        """The statuses seen; with `until`, first wait (30 s at most) for a status it accepts:
+        the watch can deliver a version after a GET has already shown it."""
+        if until is not None:
+            eventually(
+                lambda: any(until(v.get("status") or {}) for v in list(self.versions)), timeout=30
+            )
         self._stopped.set()
         self._watch.stop()
         self._thread.join(timeout=5)

@@ -37,7 +37,7 @@ def test_failing_pod_is_replaced_once_then_the_job_fails(cluster: Cluster) -> No
     cluster.create_job("flaky", FAIL, backoffLimit=1)
 
     job = cluster.wait_job("flaky", "Failed", timeout=90)
-    statuses = recorder.stop()
+    statuses = recorder.stop(until=lambda s: "Failed" in _condition_types(s))
 
     assert condition_of(job, "Failed")["reason"] == "BackoffLimitExceeded"  # type: ignore[index]
     pods = cluster.job_pods("flaky")

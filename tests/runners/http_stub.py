@@ -130,6 +130,8 @@ class Receiver:
             return 200, {}, self._committed(query)
         if method == "GET":
             return 200, {}, self._page(query)
+        if not isinstance(body, dict):  # a POST cut off by a kill before its body: never held
+            return 400, {}, {"error": "no JSON body"}
         key = (body["jobId"], body["jobName"], body.get("chunk", "complete"), body.get("role", ""))
         with self.lock:
             self.chunks[key] = body

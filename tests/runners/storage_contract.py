@@ -6,15 +6,23 @@ object with the methods of `Harness`). The in-memory backend
 Besides each Sink/Source call, the suite runs the same scenarios through the
 real pipeline into every backend (issue 15): a second run of a config, the
 executions of a scheduled run, duplicate ids, an id too long for any output, a
-run restarted after a crash.
+run restarted after a crash, a NaN, a re-run of the failed records; and one run
+shared by three pods (issue 28), run as threads of this process, each with its
+own source and sinks as its pod would have, also killed midway and replaced. A harness
+whose `feeds_pipeline` is true runs those scenarios from its own `source()` (the
+records in its format: a JSONL, CSV or Parquet file, S3 objects); the others from
+the in-memory reference source.
 What is real and what is faked depends on the harness: see the test module
 that uses it.
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any, Protocol
 
 import pytest
@@ -22,6 +30,7 @@ from fakes import FakeModel
 from memory_backend import MemoryBackend, MemoryStore
 
 from contracts.config import RunnerTuning
+from e2e.fixtures import eventually
 from runners.api import (
     ConfigError,
     ErrorRecord,
@@ -35,6 +44,7 @@ from runners.api import (
     Source,
 )
 from runners.pipeline import Pipeline, Stats
+from runners.shards import Shard
 
 CTX = RunContext(run_uid="uid-1", job_name="job-1", parameters={"p": "1"})
 # A second run of the same config: a new InferenceRun (new UID), here under the same name.
@@ -60,6 +70,12 @@ class Harness(Protocol):
     `other_run` says what a sink does at a location that holds another run's output:
     "refused" (the location belongs to one run: ConfigError naming it and the other run) or
     "beside" (the store keys output by run and Job, so runs share the location).
+
+    Optional, read with getattr: `feeds_pipeline` (the pipeline scenarios read `source()`
+    with ids from `key`), `keeps_nan` (the output holds NaN as a float, not as the string
+    "NaN" the JSON formats write), and `error_source()` with `elsewhere()`: the error output
+    read back as input with `recordField: input`, and a harness of the same store at another
+    location, for the re-run scenario.
     """
 
     discovers_commits: bool
@@ -263,6 +279,10 @@ class StorageContract:
 
         def dies_at_chunk_2(batch: Any) -> list[Outcome]:
             if any(r.position >= 8 for r in batch):
+                # Chunk 1's last batch is in flight beside this one (concurrency 2): the kill
+                # comes once the writer has committed it, or a busy machine would see chunk 1
+                # done again and the scenario would test less.
+                eventually(lambda: len(harness.read()) == 2, timeout=30)
                 raise RuntimeError("pod killed")
             return [RecordFailure("bad") if r.position == 5 else _echo(r) for r in batch]
 
@@ -275,14 +295,159 @@ class StorageContract:
         # The counts cover the whole run: the chunks the first attempt committed too.
         assert (stats.written, stats.failed, stats.chunks) == (8, 2, 3)
 
+    def test_a_nan_goes_through_and_reads_back_as_the_sink_writes_it(
+        self, harness: Harness
+    ) -> None:
+        if not getattr(harness, "feeds_pipeline", False):
+            pytest.skip("this harness has no source of its own to hold a NaN")
+        records = [{"key": k, "x": x} for k, x in (("a", 1.5), ("b", math.nan), ("c", 3.0))]
+
+        def halves(batch: Any) -> list[Outcome]:
+            return [Prediction({"half": float(r.data["x"]) / 2}) for r in batch]
+
+        stats = run_pipeline(harness, records, model=FakeModel(halves))
+        written = harness.read()[0]
+        assert ids(written) == ["a", "b", "c"] and (stats.written, stats.failed) == (3, 0)
+        nan = written[1]["prediction"]["half"]
+        if getattr(harness, "keeps_nan", False):
+            assert isinstance(nan, float) and math.isnan(nan)
+        else:
+            assert nan == "NaN"  # JSON has no NaN (docs/contract.md)
+        assert [row["prediction"]["half"] for row in (written[0], written[2])] == [0.75, 1.5]
+
+    def test_a_rerun_of_the_error_output_runs_only_the_failed_records(
+        self, harness: Harness
+    ) -> None:
+        if not hasattr(harness, "error_source"):
+            pytest.skip("this harness cannot read its error output back as input")
+        records = [{"key": f"k{i}", "x": i} for i in range(10)]
+        broken = {"k2", "k5", "k9"}
+
+        def fails_broken(batch: Any) -> list[Outcome]:
+            return [RecordFailure("overloaded") if r.id in broken else _echo(r) for r in batch]
+
+        first = run_pipeline(harness, records, model=FakeModel(fails_broken))
+        assert (first.written, first.failed) == (7, 3)
+        model = FakeModel()
+        again = harness.elsewhere()  # type: ignore[attr-defined]
+        source = harness.error_source()  # type: ignore[attr-defined]
+        stats = run_pipeline(again, records, model=model, source=source)
+        assert sorted(r for batch in model.batches for r in batch) == sorted(broken)
+        written = [row for chunk in again.read().values() for row in chunk]
+        assert sorted(ids(written)) == sorted(broken)
+        assert all(row["prediction"] == {"echo": row["id"]} for row in written)
+        assert (stats.written, stats.failed) == (3, 0)
+
+    # -- one run shared by three pods (runners/shards.py): chunk c is pod c mod 3's ---------
+
+    def test_three_pods_write_what_one_pod_would_and_the_last_completes_it(
+        self, harness: Harness
+    ) -> None:
+        if not harness.discovers_commits:
+            pytest.skip("this store cannot list committed chunks: a shared run needs it")
+        # 22 records in 6 chunks of 4; k1 repeats in another pod's chunk, k9 in the same pod's.
+        keys = [f"k{i}" for i in range(22)]
+        keys[6], keys[21] = "k1", "k9"
+        records = [{"key": k, "x": i} for i, k in enumerate(keys)]
+
+        def fails_13(batch: Any) -> list[Outcome]:
+            return [RecordFailure("bad") if r.position == 13 else _echo(r) for r in batch]
+
+        done = run_pods(harness, records, lambda _: FakeModel(fails_13))
+        assert _counted(done) == (22, 19, 3, 6)
+        written = harness.read()
+        assert sorted(written) == [0, 1, 2, 3, 4, 5]
+        got = sorted(ids([row for chunk in written.values() for row in chunk]))
+        assert got == sorted(keys[p] for p in range(22) if p not in (6, 13, 21))
+        failed = [row for chunk in harness.read("errors").values() for row in chunk]
+        reasons = {str(row["id"]): str(row["reason"]) for row in failed}
+        assert sorted(ids(failed)) == ["k1", "k13", "k9"]  # k1 and k9 the second time
+        assert "duplicate id 'k1'" in reasons["k1"] and "duplicate id 'k9'" in reasons["k9"]
+        if harness.has_manifest:
+            manifest = harness.manifest()
+            assert manifest is not None
+            assert (manifest["recordsWritten"], manifest["recordsFailed"]) == (19, 3)
+
+    def test_three_pods_killed_midway_and_replaced_commit_every_chunk_exactly_once(
+        self, harness: Harness
+    ) -> None:
+        if not harness.discovers_commits:
+            pytest.skip("this store cannot list committed chunks: a shared run needs it")
+        # Pod i's chunks are i and i + 3; each is killed at its second, once its first is
+        # committed. k2 (chunk 0, pod 0) comes again in chunk 5 (pod 2): the replaced pod 2
+        # must still refuse it, though pod 0 committed it before pod 2 started again.
+        keys = [f"k{i}" for i in range(24)]
+        keys[20] = "k2"
+        records = [{"key": k} for k in keys]
+
+        def killed(index: int) -> FakeModel:
+            def answer(batch: Any) -> list[Outcome]:
+                if any(r.position // 4 >= 3 for r in batch):
+                    eventually(lambda: index in harness.read(), timeout=30)
+                    raise RuntimeError("pod killed")
+                return [_echo(r) for r in batch]
+
+            return FakeModel(answer)
+
+        first = run_pods(harness, records, killed)
+        assert all(isinstance(d, RuntimeError) and "pod killed" in str(d) for d in first), first
+        assert sorted(harness.read()) == [0, 1, 2]
+        if harness.has_manifest:
+            assert harness.manifest() is None  # half a run is never presented as complete
+        models = [FakeModel() for _ in range(3)]
+        again = run_pods(harness, records, lambda i: models[i])
+        sent = sorted(r for m in models for batch in m.batches for r in batch)
+        assert sent == sorted(k for k in keys[12:] if k != "k2")  # chunks 3-5, once each
+        # Each replaced pod counts its share of the whole run: the chunks it committed before.
+        assert _counted(again) == (24, 23, 1, 6)
+        written = ids([row for chunk in harness.read().values() for row in chunk])
+        assert sorted(written) == sorted([k for k in keys if k != "k2"] + ["k2"])
+        refused = [row for chunk in harness.read("errors").values() for row in chunk]
+        assert ids(refused) == ["k2"]
+        assert "duplicate id 'k2'" in str(refused[0]["reason"])
+        if harness.has_manifest:
+            manifest = harness.manifest()
+            assert manifest is not None and manifest["recordsWritten"] == 23
+
+    def test_a_shared_run_is_complete_only_once_its_last_pod_has_committed(
+        self, harness: Harness
+    ) -> None:
+        if not harness.discovers_commits or not harness.has_manifest:
+            pytest.skip("this store cannot list committed chunks or hold a manifest")
+        records = [{"key": f"k{i}"} for i in range(10)]  # chunks 0, 1 and 2 (of 2 records)
+        for index in (2, 0):
+            stats = run_pipeline(harness, records, shard=Shard(index, 3))
+            assert harness.manifest() is None
+            assert stats.written == (4 if index == 0 else 2)
+        run_pipeline(harness, records, shard=Shard(1, 3))
+        manifest = harness.manifest()
+        assert manifest is not None
+        assert (manifest["recordsWritten"], manifest["chunks"]) == (10, 3)
+        # A pod that comes back after the end finds nothing to do and completes it again.
+        model = FakeModel()
+        assert run_pipeline(harness, records, model=model, shard=Shard(2, 3)).written == 2
+        assert model.batches == [] and harness.manifest() == manifest
+
 
 def run_pipeline(
-    harness: Harness, records: list[dict[str, Any]], *, model: FakeModel | None = None
+    harness: Harness,
+    records: list[dict[str, Any]],
+    *,
+    model: FakeModel | None = None,
+    source: Source | None = None,
+    shard: Shard | None = None,
 ) -> Stats:
-    """Run the pipeline from an in-memory input (ids from `key`) into the harness's sinks."""
-    source = MemoryBackend(MemoryStore(inputs=records, id_field="key")).open_source({}, CTX)
+    """Run the pipeline into the harness's sinks from `source`, else from the harness's own
+    source when it `feeds_pipeline`, else from an in-memory input (ids from `key`); as the
+    pod of `shard` when given."""
+    source = source or _source(harness, records)
+    shard = shard or Shard.one()
+    ctx = replace(CTX, shard_index=shard.index, shard_count=shard.count)
     stats = Stats()
-    with _closing(harness.sink()) as sink, _closing(harness.sink("errors")) as errors:
+    with (
+        _closing(harness.sink(ctx=ctx)) as sink,
+        _closing(harness.sink("errors", ctx=ctx)) as errors,
+    ):
         Pipeline(
             source=source,
             sink=sink,
@@ -291,8 +456,57 @@ def run_pipeline(
             tuning=TUNING,
             stats=stats,
             ids_from_field=True,
+            shard=shard,
         ).run()
     return stats
+
+
+def run_pods(
+    harness: Harness,
+    records: list[dict[str, Any]],
+    model: Callable[[int], FakeModel],
+    *,
+    pods: int = 3,
+) -> list[Stats | BaseException]:
+    """Run the pods of one run at once, each with its own source and sinks: what each pod
+    counted, or what it raised."""
+    sources = [_source(harness, records) for _ in range(pods)]  # made before any pod reads
+    done: list[Stats | BaseException] = [RuntimeError("never ran")] * pods
+
+    def pod(index: int) -> None:
+        try:
+            shard = Shard(index, pods)
+            done[index] = run_pipeline(
+                harness, records, model=model(index), source=sources[index], shard=shard
+            )
+        except BaseException as exc:
+            done[index] = exc
+
+    threads = [threading.Thread(target=pod, args=(i,), name=f"pod-{i}") for i in range(pods)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    return done
+
+
+def _source(harness: Harness, records: list[dict[str, Any]]) -> Source:
+    source = harness.source(records, "key") if getattr(harness, "feeds_pipeline", False) else None
+    if source is None:
+        source = MemoryBackend(MemoryStore(inputs=records, id_field="key")).open_source({}, CTX)
+    return source
+
+
+def _counted(done: list[Stats | BaseException]) -> tuple[int, int, int, int]:
+    """(read, written, failed, chunks) summed over pods that all finished."""
+    stats = [d for d in done if isinstance(d, Stats)]
+    assert len(stats) == len(done), done
+    return (
+        sum(s.read for s in stats),
+        sum(s.written for s in stats),
+        sum(s.failed for s in stats),
+        sum(s.chunks for s in stats),
+    )
 
 
 def _echo(record: InputRecord) -> Outcome:

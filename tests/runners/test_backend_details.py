@@ -244,7 +244,7 @@ def test_file_output_csv_has_one_row_per_record(tmp_path: Path) -> None:
     sink = FileBackend().open_sink(settings, ctx(), role="output")
     sink.write_chunk(0, [OutputRecord("a", 0, {"x": 1}, {"p": 0.5})])
     text = (tmp_path / "out" / "part-000000.csv").read_text()
-    assert text == 'id,position,input,prediction\na,0,"{""x"": 1}","{""p"": 0.5}"\n'
+    assert text == 'id,position,input,prediction\na,0,"{""x"":1}","{""p"":0.5}"\n'
     assert json.loads(json.dumps(sink.location)) == str(tmp_path / "out")
 
 

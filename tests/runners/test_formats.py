@@ -71,7 +71,7 @@ VALUES: list[Any] = [
 ]
 
 
-def test_output_lines_are_what_json_dumps_writes() -> None:
+def test_output_lines_are_compact_utf8_json_with_line_separators_escaped() -> None:
     records = [
         OutputRecord(str(i), i, {"in": value, "k": "ü"}, value) for i, value in enumerate(VALUES)
     ]
@@ -80,10 +80,13 @@ def test_output_lines_are_what_json_dumps_writes() -> None:
         json.dumps(
             {"id": str(i), "position": i, "input": {"in": v, "k": "ü"}, "prediction": v},
             default=lambda o: float(o) if isinstance(o, decimal.Decimal) else o.isoformat(),
-        )
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).replace("\u2028", "\\u2028")
         for i, v in enumerate(VALUES)
     ]
     assert text == "".join(line + "\n" for line in expected)
+    assert "\u2028" not in text and len(text.splitlines()) == len(VALUES)
 
 
 def test_error_lines_carry_the_reason_and_decode_back() -> None:

@@ -29,6 +29,7 @@ from runners.api import (
     TransientError,
 )
 from runners.budget import BUDGET_MIN_RECORDS
+from runners.formats import UnreadableRecord
 from runners.modelcalls import ModelUnavailable
 from runners.outcomes import Outcomes
 from runners.pipeline import BudgetExceeded, Pipeline, Stats
@@ -96,6 +97,43 @@ def test_batches_respect_batch_size_and_chunk_boundaries() -> None:
     assert max(len(b) for b in model.batches) == 4
     for batch in model.batches:
         assert len({int(i) // 10 for i in batch}) == 1
+
+
+def test_batches_fill_within_a_chunk_around_unreadable_records() -> None:
+    # Records come a batch's worth at a time; a block holding an unreadable record, or one
+    # that crosses a chunk, is placed record by record: the batches are as if read one by one.
+    class WithUnreadable(MemorySource):
+        def records(self, skip: int) -> Generator[InputRecord, None, None]:
+            for record in super().records(skip):
+                if record.position in (5, 13):
+                    yield UnreadableRecord(record.position, record.id, {}, reason="bad line")
+                else:
+                    yield record
+
+    store = MemoryStore(inputs=[{"n": i} for i in range(23)])
+    backend, model = MemoryBackend(store), FakeModel()
+    Pipeline(
+        WithUnreadable(store),
+        backend.open_sink({"name": "out"}, CTX, role="output"),
+        backend.open_sink({"name": "err"}, CTX, role="errors"),
+        model,
+        RunnerTuning(
+            chunk_size=10, batch_size=4, max_failed_records=10, progress_interval_seconds=60
+        ),
+        Stats(),
+        backoff=RecordingBackoff(),
+    ).run()
+    assert [[int(i) for i in batch] for batch in model.batches] == [
+        [0, 1, 2, 3],
+        [4, 6, 7, 8],
+        [9],
+        [10, 11, 12, 14],
+        [15, 16, 17, 18],
+        [19],
+        [20, 21, 22],
+    ]
+    assert [row["id"] for row in store.chunks["err"][0]] == ["5"]
+    assert [row["id"] for row in store.chunks["err"][1]] == ["13"]
 
 
 def test_requests_in_flight_never_exceed_concurrency() -> None:

@@ -1,8 +1,9 @@
 """Every storage backend against the shared contract suite (storage_contract.py).
 
-Real: the in-memory reference backend, local files (JSONL and CSV), SQLite
+Real: the in-memory reference backend, local files (JSONL, CSV and Parquet), SQLite
 files, the local PostgreSQL and MariaDB servers (unique tables, dropped after),
-moto's S3 server on 127.0.0.1, and a stdlib HTTP server on 127.0.0.1 that
+moto's S3 server on 127.0.0.1 (JSONL and Parquet objects), pyarrow writing the
+Parquet inputs and reading the parts back, and a stdlib HTTP server on 127.0.0.1 that
 de-duplicates chunks like the docs require of HTTP receivers (also standing in
 for Krateo's finops-database-handler). Faked: nothing inside the backends.
 """
@@ -15,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 from http_stub import Receiver, serve
@@ -24,7 +27,7 @@ from storage_contract import CTX, StorageContract, rows_by_chunk
 
 from contracts.storage import FileStorage, HttpStorage, KrateoStorage, S3Storage, SqlStorage
 from runners.api import RunContext, Sink, Source
-from runners.formats import decode_chunk
+from runners.chunkcodec import ChunkCodec
 from runners.storage.file import FileBackend
 from runners.storage.http import HttpBackend
 from runners.storage.krateo import KrateoBackend
@@ -55,13 +58,30 @@ class MemoryHarness:
         return self.backend.open_source({}, CTX)
 
 
+def parquet_bytes(records: list[dict[str, Any]]) -> bytes:
+    """`records` as a Parquet file with row groups of 3 rows (resuming skips some)."""
+    out = pa.BufferOutputStream()
+    pq.write_table(pa.Table.from_pylist(records), out, row_group_size=3)
+    return bytes(out.getvalue().to_pybytes())
+
+
 class FileHarness:
     discovers_commits = True
     has_manifest = True
     other_run = "refused"
+    feeds_pipeline = True
+    keeps_nan = False
 
     def __init__(self, root: Path, fmt: str) -> None:
         self.root, self.fmt = root, fmt
+        self.keeps_nan = fmt == "parquet"
+
+    def elsewhere(self) -> FileHarness:
+        return FileHarness(self.root / "elsewhere", self.fmt)
+
+    def error_source(self) -> Source:
+        settings = FileStorage(path=str(self.root / "errors"), record_field="input")
+        return FileBackend().open_source(settings, CTX)
 
     def _settings(self, role: str) -> FileStorage:
         return FileStorage(path=str(self.root / role), format=self.fmt)  # type: ignore[arg-type]
@@ -72,7 +92,7 @@ class FileHarness:
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         found = {}
         for path in sorted((self.root / role).glob(f"part-*.{self.fmt}")):
-            found[int(path.name[5:11])] = decode_chunk(path.read_bytes(), fmt=self.fmt)
+            found[int(path.name[5:11])] = ChunkCodec(self.fmt).decode(path.read_bytes())
         return found
 
     def manifest(self, role: str = "output") -> dict[str, Any] | None:
@@ -81,12 +101,13 @@ class FileHarness:
 
     def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
         path = self.root / f"input.{self.fmt}"
-        with path.open("w") as handle:
-            if self.fmt == "csv":
-                handle.write(",".join(records[0]) + "\n")
-                handle.writelines(",".join(str(v) for v in r.values()) + "\n" for r in records)
-            else:
-                handle.writelines(json.dumps(r) + "\n" for r in records)
+        if self.fmt == "parquet":
+            path.write_bytes(parquet_bytes(records))
+        elif self.fmt == "csv":
+            lines = [",".join(records[0]), *(",".join(str(v) for v in r.values()) for r in records)]
+            path.write_text("".join(line + "\n" for line in lines))
+        else:
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
         return FileBackend().open_source(FileStorage(path=str(path), id_field=id_field), CTX)
 
 
@@ -148,9 +169,18 @@ class S3Harness:
     discovers_commits = True
     has_manifest = True
     other_run = "refused"
+    feeds_pipeline = True
 
-    def __init__(self, endpoint: str, bucket: str) -> None:
-        self.endpoint, self.bucket = endpoint, bucket
+    def __init__(self, endpoint: str, bucket: str, fmt: str = "jsonl", base: str = "out") -> None:
+        self.endpoint, self.bucket, self.fmt, self.base = endpoint, bucket, fmt, base
+        self.keeps_nan = fmt == "parquet"
+
+    def elsewhere(self) -> S3Harness:
+        return S3Harness(self.endpoint, self.bucket, self.fmt, base="elsewhere")
+
+    def error_source(self) -> Source:
+        settings = self._settings(prefix=f"{self.base}/errors/", record_field="input")
+        return S3Backend().open_source(settings, CTX)
 
     def _settings(self, **extra: Any) -> S3Storage:
         return S3Storage(
@@ -158,7 +188,8 @@ class S3Harness:
         )
 
     def sink(self, role: str = "output", ctx: RunContext = CTX) -> Sink:
-        return S3Backend().open_sink(self._settings(prefix=f"out/{role}"), ctx, role=role)
+        settings = self._settings(prefix=f"{self.base}/{role}", format=self.fmt)
+        return S3Backend().open_sink(settings, ctx, role=role)
 
     def _get(self, key: str) -> bytes | None:
         client = s3_client(self.endpoint)
@@ -172,25 +203,28 @@ class S3Harness:
     def read(self, role: str = "output") -> dict[int, list[dict[str, Any]]]:
         client = s3_client(self.endpoint)
         try:
-            listed = client.list_objects_v2(Bucket=self.bucket, Prefix=f"out/{role}/part-")
+            listed = client.list_objects_v2(Bucket=self.bucket, Prefix=f"{self.base}/{role}/part-")
             keys = [item["Key"] for item in listed.get("Contents", [])]
         finally:
             client.close()
         return {
-            int(k.rsplit("-", 1)[1][:6]): decode_chunk(self._get(k) or b"", fmt="jsonl")
+            int(k.rsplit("-", 1)[1][:6]): ChunkCodec(self.fmt).decode(self._get(k) or b"")
             for k in keys
         }
 
     def manifest(self, role: str = "output") -> dict[str, Any] | None:
-        body = self._get(f"out/{role}/_SUCCESS")
+        body = self._get(f"{self.base}/{role}/_SUCCESS")
         return json.loads(body) if body else None
 
     def source(self, records: list[dict[str, Any]], id_field: str | None) -> Source:
         client = s3_client(self.endpoint)
         half = len(records) // 2
         for i, part in enumerate((records[:half], records[half:])):
-            body = "".join(json.dumps(r) + "\n" for r in part).encode()
-            client.put_object(Bucket=self.bucket, Key=f"in/part-{i}.jsonl", Body=body)
+            if self.fmt == "parquet":
+                body = parquet_bytes(part)
+            else:
+                body = "".join(json.dumps(r) + "\n" for r in part).encode()
+            client.put_object(Bucket=self.bucket, Key=f"in/part-{i}.{self.fmt}", Body=body)
         client.close()
         return S3Backend().open_source(self._settings(prefix="in/", id_field=id_field), CTX)
 
@@ -303,6 +337,12 @@ class TestFileBackendCsv(StorageContract):
         return FileHarness(tmp_path, "csv")
 
 
+class TestFileBackendParquet(StorageContract):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> FileHarness:
+        return FileHarness(tmp_path, "parquet")
+
+
 class TestSqliteBackend(StorageContract):
     @pytest.fixture
     def harness(self, tmp_path: Path, table_name: str) -> SqlHarness:
@@ -329,6 +369,12 @@ class TestS3Backend(StorageContract):
     @pytest.fixture
     def harness(self, moto_endpoint: str, s3_bucket: str) -> S3Harness:
         return S3Harness(moto_endpoint, s3_bucket)
+
+
+class TestS3BackendParquet(StorageContract):
+    @pytest.fixture
+    def harness(self, moto_endpoint: str, s3_bucket: str) -> S3Harness:
+        return S3Harness(moto_endpoint, s3_bucket, "parquet")
 
 
 class TestHttpBackend(StorageContract):

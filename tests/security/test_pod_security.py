@@ -36,8 +36,11 @@ from tests.controller.unit.serving.objects import example_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "testdata" / "examples").rglob("*.yaml"))
+# iris-scorer: the ServiceAccount of testdata/examples/tokens, which its header tells the
+# operator to allow (runner.allowedServiceAccounts).
 SETTINGS = Settings(allowed_images=("*",), allowed_pod_labels=("*",),
-                    allowed_pod_annotations=("*",), allowed_tolerations=("*",))  # fmt: skip
+                    allowed_pod_annotations=("*",), allowed_tolerations=("*",),
+                    allowed_service_accounts=("iris-scorer",))  # fmt: skip
 RESTRICTED = {"pod-security.kubernetes.io/enforce": "restricted"}
 NOW = datetime(2026, 3, 1, 2, 0, tzinfo=UTC)
 Obj = dict[str, Any]
@@ -153,6 +156,9 @@ def test_every_runner_pod_of_every_example_is_admitted_under_restricted(
 ) -> None:
     _, ns, core = restricted
     refused = {}
+    accounts = {t["spec"].get("serviceAccountName") for _, t in TEMPLATES} - {None}
+    for account in sorted(accounts):  # the examples' own (kube-apiserver looks them up)
+        core.create_namespaced_service_account(ns, {"metadata": {"name": account}})
     for i, (name, template) in enumerate(TEMPLATES):
         try:
             core.create_namespaced_pod(ns, _pod(f"runner-{i}", template))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from contracts.serving import API_KEY_SECRET_KEY, API_KEYS_SECRET_KEY
 from contracts.serving.text import check_url_path
@@ -41,6 +42,10 @@ PROXY_HTTP_PORT = 9080
 PROXY_GRPC_PORT = 9081
 PROXY_METRICS_PORT = 9090  # the runtime's metrics path only, without a key (SERVING_METRICS)
 PROXY_CONF_MOUNT = "/etc/longrun/auth-proxy"
+TOKEN_CHECK_PORT = 9099  # the token verifier, on loopback only (tokens.py)
+TOKEN_LOCATION = "/_longrun/token-check"
+REFUSED_LOCATION = "@longrun_refused"
+TOKEN_NAMED = "@longrun_token"
 TMP_VOLUME = "tmp"
 CONF_VOLUME = "auth-proxy-config"
 KEYS_VOLUME = "api-keys"
@@ -84,20 +89,91 @@ def nginx_string(value: str) -> str:
     return f'"{check_url_path(value)}"'
 
 
-def nginx_conf(plan: RuntimePlan, *, keys: bool = True, metrics: bool = False) -> str:
+def nginx_conf(
+    plan: RuntimePlan, *, keys: bool = True, tokens: bool = False, metrics: bool = False
+) -> str:
     """The sidecar's nginx.conf: no keys in it, only the path of the key map in the Secret.
-    `keys`: it checks them in front of the runtime's ports; `metrics`: it serves the runtime's
-    metrics path, and nothing else, on PROXY_METRICS_PORT without a key."""
+    `keys`: it checks the API keys in front of the runtime's ports; `tokens`: it asks the token
+    verifier (TOKEN_CHECK_PORT, tokens.py) about every request without a valid key; `metrics`:
+    it serves the runtime's metrics path, and nothing else, on PROXY_METRICS_PORT without a key."""
     upstream = f"{LOOPBACK}:{plan.http_port or plan.grpc_port}"
+    guard = Guard(keys=keys, tokens=tokens)
     servers = []
-    if keys and plan.http_port is not None:
-        servers.append(_http_server(upstream, plan.health_path))
-    if keys and plan.grpc_port is not None:
-        servers.append(_grpc_server(f"{LOOPBACK}:{plan.grpc_port}"))
+    if guard.on and plan.http_port is not None:
+        servers.append(_http_server(upstream, plan.health_path, guard))
+    if guard.on and plan.grpc_port is not None:
+        servers.append(_grpc_server(f"{LOOPBACK}:{plan.grpc_port}", guard))
     if metrics and plan.metrics_port is not None:
         servers.append(_metrics_server(f"{LOOPBACK}:{plan.metrics_port}"))
-    key_map = _KEY_MAP.format(keys=f"{KEYS_MOUNT}/{names.NGINX_KEYS_KEY}") if keys else ""
+    key_map = ""
+    if keys:
+        key_map = _KEY_MAP.format(keys=f"{KEYS_MOUNT}/{names.NGINX_KEYS_KEY}")
+    elif tokens:
+        key_map = _NO_KEYS
+    if tokens:  # kept-alive connections to the verifier: no new connection per request
+        verifier = f"{LOOPBACK}:{TOKEN_CHECK_PORT}"
+        key_map += f"  upstream longrun_token_check {{ server {verifier}; keepalive 8; }}\n"
     return _NGINX_MAIN.format(key_map=key_map, servers="".join(servers))
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What the sidecar checks in front of the runtime: API keys, tokens, or both (a request
+    passes with either)."""
+
+    keys: bool
+    tokens: bool
+
+    @property
+    def on(self) -> bool:
+        """True when the sidecar checks callers at all."""
+        return self.keys or self.tokens
+
+    def locations(self, proxy: str, *, refusal: str) -> str:
+        """The guarded `location /` whose lines `proxy` pass a request on. Keys only: a request
+        without a valid key gets `refusal` (the HTTP server's 401 text, or the gRPC server's
+        bare 401). With tokens: a request with a valid key passes at once; any other goes to a
+        named location where nginx asks the verifier (auth_request) and passes it only on 204.
+        The verifier's reason comes back in a header, never its body."""
+        if not self.tokens:
+            challenge = "add_header WWW-Authenticate 'Bearer' always; " if refusal else ""
+            check = f"      if ($longrun_key_ok = 0) {{ {challenge}return 401{refusal}; }}\n"
+            return f"    location / {{\n{check}{proxy}    }}\n"
+        return f"""\
+    location / {{
+      if ($longrun_key_ok = 0) {{ return 418; }}  # no valid key: the verifier decides
+      recursive_error_pages on;  # 418 here, then the verifier's 401 there
+      error_page 418 = {TOKEN_NAMED};
+{proxy}    }}
+    location {TOKEN_NAMED} {{
+      auth_request {TOKEN_LOCATION};
+      auth_request_set $longrun_auth_error $upstream_http_x_longrun_auth_error;
+      error_page 401 = {REFUSED_LOCATION};
+{proxy}    }}
+"""
+
+    def internal_locations(self, *, grpc: bool) -> str:
+        """The verifier's subrequest and the 401 answer, inside a guarded server (nginx copies
+        the verifier's WWW-Authenticate, with its error_description, onto the 401)."""
+        if not self.tokens:
+            return ""
+        body = "" if grpc else ' \'{"error": "$longrun_auth_error"}\\n\''
+        return f"""\
+    location = {TOKEN_LOCATION} {{
+      internal;
+      proxy_pass http://longrun_token_check/check;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Longrun-Key-Ok $longrun_key_ok;
+      proxy_connect_timeout 2s;
+      proxy_read_timeout 10s;
+    }}
+    location {REFUSED_LOCATION} {{
+      return 401{body};
+    }}
+"""
 
 
 _NGINX_MAIN = """\
@@ -117,6 +193,7 @@ http {{
   client_max_body_size 256m;
 {key_map}{servers}}}
 """
+_NO_KEYS = "  map $http_authorization $longrun_key_ok { default 0; }  # tokens only, no keys\n"
 _KEY_MAP = """  map_hash_bucket_size 128;  # "Bearer <key>" is longer than the default bucket
   map $http_authorization $longrun_key_ok {{
     default 0;
@@ -125,28 +202,25 @@ _KEY_MAP = """  map_hash_bucket_size 128;  # "Bearer <key>" is longer than the d
 """
 
 
-def _http_server(upstream: str, health_path: str | None) -> str:
+def _http_server(upstream: str, health_path: str | None, guard: Guard) -> str:
     health = ""
     if health_path:
         where = nginx_string(health_path)
         health = f"    location = {where} {{ proxy_pass http://{upstream}; }}\n"
-    return f"""\
-  upstream runtime {{ server {upstream}; keepalive 64; }}
-  server {{
-    listen {PROXY_HTTP_PORT};
-{health}    location / {{
-      if ($longrun_key_ok = 0) {{
-        add_header WWW-Authenticate 'Bearer' always;
-        return 401 '{{"error": "missing or invalid API key"}}\\n';
-      }}
+    proxy = """\
       proxy_pass http://runtime;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
       proxy_set_header Authorization "";
       proxy_buffering off;
       proxy_read_timeout 3600s;
-    }}
-  }}
+"""
+    refusal = """ '{"error": "missing or invalid API key"}\\n'"""
+    return f"""\
+  upstream runtime {{ server {upstream}; keepalive 64; }}
+  server {{
+    listen {PROXY_HTTP_PORT};
+{health}{guard.internal_locations(grpc=False)}{guard.locations(proxy, refusal=refusal)}  }}
 """
 
 
@@ -167,27 +241,27 @@ def _metrics_server(upstream: str) -> str:
 """
 
 
-def _grpc_server(upstream: str) -> str:
+def _grpc_server(upstream: str, guard: Guard) -> str:
     # A gRPC client maps HTTP 401 to UNAUTHENTICATED.
-    return f"""\
-  server {{
-    listen {PROXY_GRPC_PORT} http2;
-    location / {{
-      if ($longrun_key_ok = 0) {{ return 401; }}
+    proxy = f"""\
       grpc_set_header Authorization "";
       grpc_read_timeout 3600s;
       grpc_pass grpc://{upstream};
-    }}
-  }}
+"""
+    return f"""\
+  server {{
+    listen {PROXY_GRPC_PORT} http2;
+{guard.internal_locations(grpc=True)}{guard.locations(proxy, refusal="")}  }}
 """
 
 
-def proxy_ports(plan: RuntimePlan, *, keys: bool = True, metrics: bool = False) -> list[Manifest]:
-    """The sidecar's container ports (named like the runtime's would be, and `metrics`)."""
+def proxy_ports(plan: RuntimePlan, *, guard: bool = True, metrics: bool = False) -> list[Manifest]:
+    """The sidecar's container ports: the runtime's, named like them, when it `guard`s them
+    (checks keys or tokens), and `metrics`."""
     ports: list[Manifest] = []
-    if keys and plan.http_port is not None:
+    if guard and plan.http_port is not None:
         ports.append({"name": "http", "containerPort": PROXY_HTTP_PORT, "protocol": "TCP"})
-    if keys and plan.grpc_port is not None:
+    if guard and plan.grpc_port is not None:
         ports.append({"name": "grpc", "containerPort": PROXY_GRPC_PORT, "protocol": "TCP"})
     if metrics and plan.metrics_port is not None:
         ports.append({"name": "metrics", "containerPort": PROXY_METRICS_PORT, "protocol": "TCP"})
@@ -195,9 +269,11 @@ def proxy_ports(plan: RuntimePlan, *, keys: bool = True, metrics: bool = False) 
 
 
 def proxy_container(
-    image: str, plan: RuntimePlan, *, keys: bool = True, metrics: bool = False
+    image: str, plan: RuntimePlan, *, guard: bool = True, keys: bool = True, metrics: bool = False
 ) -> Manifest:
-    """The nginx sidecar: config from the ConfigMap, the key map from the Secret."""
+    """The nginx sidecar: config from the ConfigMap, the key map from the Secret. `guard`: it
+    checks callers in front of the runtime's ports; `keys`: with API keys, as in nginx_conf
+    (not with tokens alone)."""
     mounts: list[Manifest] = [
         {"name": CONF_VOLUME, "mountPath": PROXY_CONF_MOUNT, "readOnly": True},
         {"name": TMP_VOLUME, "mountPath": "/tmp"},
@@ -209,7 +285,7 @@ def proxy_container(
         "image": image,
         "command": ["nginx", "-c", f"{PROXY_CONF_MOUNT}/{names.NGINX_CONF_KEY}"],
         "args": ["-g", "daemon off;"],
-        "ports": proxy_ports(plan, keys=keys, metrics=metrics),
+        "ports": proxy_ports(plan, guard=guard, metrics=metrics),
         "volumeMounts": mounts,
         "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
         "securityContext": restricted_container_security(),

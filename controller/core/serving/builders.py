@@ -16,7 +16,7 @@ from typing import Any
 from contracts.serving import API_KEYS_SECRET_KEY
 from controller.core.builders import restricted_container_security, restricted_pod_security
 from controller.core.names import claim_volume_name
-from controller.core.serving import auth, names
+from controller.core.serving import auth, names, tokens
 from controller.core.serving.layout import CACHE_MOUNT, CREDENTIALS_MOUNT, SOURCE_MOUNT
 from controller.core.serving.meta import child_metadata, with_spec_hash
 from controller.core.serving.resolve import ServingResolved
@@ -92,9 +92,15 @@ def build_pod_template(
         spec["initContainers"] = [fetch_container(r, settings)]
     if r.has_sidecar:
         sidecar = auth.proxy_container(
-            settings.images.auth_proxy, r.plan, keys=r.uses_auth_proxy, metrics=r.metrics
+            settings.images.auth_proxy,
+            r.plan,
+            guard=r.uses_auth_proxy,
+            keys=r.proxy_checks_keys,
+            metrics=r.metrics,
         )
         spec["containers"].append(sidecar)
+    if r.oidc is not None:
+        spec["containers"].append(tokens.verifier_container(settings.token_check_image, r.oidc))
     if r.spec.node_selector:
         spec["nodeSelector"] = dict(r.spec.node_selector)
     if r.spec.tolerations:
@@ -103,8 +109,10 @@ def build_pod_template(
         spec["imagePullSecrets"] = [{"name": s.name} for s in r.spec.image_pull_secrets]
     spec.update(placement(r))
     annotations = {names.DEPLOYMENT_ANNOTATION: r.owner.name}
-    if r.spec.auth.enabled and keys_version:
+    if r.spec.auth.keys and keys_version:
         annotations[names.KEYS_VERSION_ANNOTATION] = keys_version
+    if r.oidc is not None:
+        annotations[tokens.TOKENS_ANNOTATION] = tokens.config_digest(r.oidc)
     metadata = {"labels": names.labels(r.owner.name), "annotations": annotations}
     return {"metadata": metadata, "spec": spec}
 
@@ -300,10 +308,12 @@ def volumes(r: ServingResolved) -> list[Manifest]:
     secret_name = names.api_key_secret_name(r.owner.name)
     if r.plan.key_file is not None:
         out.append(auth.keys_volume(secret_name, API_KEYS_SECRET_KEY))
-    if r.uses_auth_proxy:
+    if r.proxy_checks_keys:
         out.append(auth.keys_volume(secret_name, names.NGINX_KEYS_KEY))
     if r.has_sidecar:
         out.append(auth.config_volume(names.auth_config_name(r.owner.name)))
+    if r.oidc is not None:
+        out += tokens.verifier_volumes(r.oidc)
     if r.plan.shm_size is not None:
         # Memory-backed: PyTorch passes tensors between processes through /dev/shm, and the
         # container runtime's default is 64 MiB. It counts against the pod's memory limit.
@@ -355,12 +365,17 @@ def build_key_secret(r: ServingResolved, keys: tuple[str, ...]) -> Manifest:
 
 
 def build_auth_config_map(r: ServingResolved) -> Manifest:
-    """The sidecar's nginx.conf (it names the key map's path; it holds no key)."""
+    """The sidecar's nginx.conf (it names the key map's path; it holds no key), and the token
+    verifier's oidc.json with `auth.oidc`."""
+    conf = auth.nginx_conf(
+        r.plan, keys=r.proxy_checks_keys, tokens=r.oidc is not None, metrics=r.metrics
+    )
+    data = {names.NGINX_CONF_KEY: conf}
+    if r.oidc is not None:
+        data[names.OIDC_CONFIG_KEY] = tokens.config_json(r.oidc)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": child_metadata(r.owner, names.auth_config_name(r.owner.name)),
-        "data": {
-            names.NGINX_CONF_KEY: auth.nginx_conf(r.plan, keys=r.uses_auth_proxy, metrics=r.metrics)
-        },
+        "data": data,
     }

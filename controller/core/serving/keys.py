@@ -58,7 +58,7 @@ def plan_keys(
     obs: ServingObserved, r: ServingResolved, *, entropy: Entropy, now: datetime
 ) -> KeyPlan:
     """What to write into the key Secret this pass, and what status.apiKeys says then."""
-    if not r.spec.auth.enabled:
+    if not r.spec.auth.keys:
         return KeyPlan((), None, None)
     have = obs.previous.api_keys
     reason = new_keys_reason(obs, r, have)

@@ -26,6 +26,8 @@ SERVICE_NAME_MAX = 63  # Service names are DNS labels
 RUNTIME_CONTAINER = "server"
 AUTH_CONTAINER = "auth-proxy"
 FETCH_CONTAINER = "fetch-model"
+TOKEN_CHECK_CONTAINER = "token-check"
+OIDC_CONFIG_KEY = "oidc.json"
 NGINX_CONF_KEY = "nginx.conf"
 NGINX_KEYS_KEY = "nginx-keys.map"
 

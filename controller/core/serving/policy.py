@@ -28,7 +28,7 @@ from contracts.serving import ModelDeploymentSpec
 from contracts.serving.serverflags import VLLM, VLLM_REMOTE_CODE, FlagRules
 from controller.core.podpolicy import is_reserved_env
 from controller.core.serving import names
-from controller.core.serving.auth import PROXY_GRPC_PORT, PROXY_HTTP_PORT
+from controller.core.serving.auth import PROXY_GRPC_PORT, PROXY_HTTP_PORT, TOKEN_CHECK_PORT
 from controller.core.serving.exposure import exposure_problems
 from controller.core.serving.placement import placement_problems
 from controller.core.serving.runtimes import RuntimePlan, ServingImages, needs_auth_proxy
@@ -229,7 +229,7 @@ def toleration_problems(spec: ModelDeploymentSpec, allowed: tuple[str, ...]) -> 
 def port_problems(spec: ModelDeploymentSpec) -> Iterator[Problem]:
     """A generic server port that the auth sidecar needs for itself."""
     generic = spec.runtime.generic
-    taken = (PROXY_HTTP_PORT, PROXY_GRPC_PORT)
+    taken = (PROXY_HTTP_PORT, PROXY_GRPC_PORT) + ((TOKEN_CHECK_PORT,) if spec.auth.tokens else ())
     if generic is not None and needs_auth_proxy(spec) and generic.port in taken:
         yield Problem(
             "spec.runtime.generic.port",

@@ -19,6 +19,7 @@ from contracts.serving import (
     ROTATE_KEYS_ANNOTATION,
     ModelDeploymentSpec,
     ModelSpec,
+    OidcSpec,
     format_problem,
     parse_source,
 )
@@ -55,8 +56,18 @@ class ServingResolved:
 
     @property
     def uses_auth_proxy(self) -> bool:
-        """True when the nginx sidecar checks the keys."""
+        """True when the nginx sidecar checks callers (keys, tokens or both)."""
         return needs_auth_proxy(self.spec, metrics=self.metrics)
+
+    @property
+    def proxy_checks_keys(self) -> bool:
+        """True when the sidecar checks the API keys (and mounts their map)."""
+        return self.uses_auth_proxy and self.spec.auth.keys
+
+    @property
+    def oidc(self) -> OidcSpec | None:
+        """The issuer whose tokens the sidecar's verifier checks, when tokens are on."""
+        return self.spec.auth.oidc if self.spec.auth.tokens else None
 
     @property
     def has_sidecar(self) -> bool:

@@ -94,9 +94,12 @@ class RuntimePlan:
 
 
 def needs_auth_proxy(spec: ModelDeploymentSpec, *, metrics: bool = False) -> bool:
-    """True when keys are on and the nginx sidecar checks them: the runtime cannot, or the
-    sidecar also serves the runtime's metrics without a key (llama.cpp would ask for one)."""
-    return spec.auth.enabled and (spec.runtime.kind not in ENFORCES_KEYS or metrics)
+    """True when the nginx sidecar checks callers: tokens are accepted (only the sidecar's
+    verifier checks them), or keys are on and the runtime cannot check them, or the sidecar
+    also serves the runtime's metrics without a key (llama.cpp would ask for one)."""
+    if spec.auth.tokens:
+        return True
+    return spec.auth.keys and (spec.runtime.kind not in ENFORCES_KEYS or metrics)
 
 
 def plan_runtime(
@@ -119,16 +122,17 @@ def plan_runtime(
         "generic": _generic,
     }[spec.runtime.kind]
     plan = build(spec, model, served_name, layout, images)
-    if metrics and plan.kind == "llamacpp" and spec.auth.enabled:
+    if plan.kind == "llamacpp" and needs_auth_proxy(spec, metrics=metrics):
         return _behind_sidecar(plan)
     return plan
 
 
 def _behind_sidecar(plan: RuntimePlan) -> RuntimePlan:
-    """llama.cpp with its keys checked by the sidecar: no key file, listening on loopback."""
+    """llama.cpp with its callers checked by the sidecar: no key file, listening on loopback."""
     args = list(plan.args)
-    at = args.index("--api-key-file")
-    del args[at : at + 2]
+    if "--api-key-file" in args:
+        at = args.index("--api-key-file")
+        del args[at : at + 2]
     args[args.index("--host") + 1] = LOOPBACK
     return replace(plan, args=tuple(args), enforces_keys=False, key_file=None)
 
@@ -159,7 +163,7 @@ def _llamacpp(
         args += ["--ctx-size", str(cfg.context_size)]
     if model.resolved_task() == "embeddings":
         args.append("--embedding")
-    key_file = f"{KEYS_MOUNT}/{API_KEYS_SECRET_KEY}" if spec.auth.enabled else None
+    key_file = f"{KEYS_MOUNT}/{API_KEYS_SECRET_KEY}" if spec.auth.keys else None
     if key_file:
         args += ["--api-key-file", key_file]
     image = cfg.image or (images.llamacpp_cuda if gpus else images.llamacpp)

@@ -47,6 +47,8 @@ class ServingSettings:
 
     images: ServingImages = field(default_factory=ServingImages)  # SERVING_IMAGE_<RUNTIME>
     fetch_image: str = DEFAULT_IMAGE  # SERVING_FETCH_IMAGE: has `longrun-fetch` on its PATH
+    # SERVING_TOKEN_CHECK_IMAGE: has `longrun-token-check` (auth.oidc); default: the fetch image
+    token_check_image: str = DEFAULT_IMAGE
     # ALLOWED_SERVING_IMAGES: globs of more server images; the images above (any tag or
     # digest of their repositories) are always allowed. "*": any image.
     allowed_images: tuple[str, ...] = ()
@@ -106,9 +108,11 @@ def serving_settings_from_env(env: Mapping[str, str] | None = None) -> ServingSe
         egress = parse_egress(get("SERVING_EGRESS_POLICY", ""))
     except EgressSettingError as exc:
         raise SettingsError(str(exc)) from None
+    fetch_image = get("SERVING_FETCH_IMAGE") or get("DEFAULT_RUNNER_IMAGE") or DEFAULT_IMAGE
     return ServingSettings(
         images=images,
-        fetch_image=get("SERVING_FETCH_IMAGE") or get("DEFAULT_RUNNER_IMAGE") or DEFAULT_IMAGE,
+        fetch_image=fetch_image,
+        token_check_image=get("SERVING_TOKEN_CHECK_IMAGE") or fetch_image,
         allowed_images=parse_list(get("ALLOWED_SERVING_IMAGES", "")),
         allow_custom_commands=parse_bool(
             get("SERVING_ALLOW_CUSTOM_COMMANDS", ""), name="SERVING_ALLOW_CUSTOM_COMMANDS"

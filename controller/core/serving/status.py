@@ -197,7 +197,8 @@ def _serving_fields(r: ServingResolved, settings: ServingSettings) -> dict[str, 
         "model_name": r.served_name,
         "runtime": r.plan.kind,
         "slots_per_replica": r.spec.runtime.slots,
-        "api_key_secret": names.api_key_secret_name(r.owner.name) if r.spec.auth.enabled else None,
+        "api_key_secret": names.api_key_secret_name(r.owner.name) if r.spec.auth.keys else None,
+        "token_audiences": list(r.oidc.audiences) if r.oidc is not None else None,
     }
 
 

@@ -20,7 +20,10 @@ Namespaces, as for configs (controller/core/pinning.py, docs/security.md): the
 deploymentRef resolves in the config's namespace by default; a deployment in another
 namespace than the run's must list the run's namespace in `spec.allowedNamespaces`, and
 its key Secret, which a run cannot read across namespaces, must then be replaced by a
-Secret of the run's own namespace (`model.auth`). The reference is part of the config,
+Secret of the run's own namespace (`model.auth.secretRef`) or by the runner's own
+ServiceAccount token (`model.auth.serviceAccountToken`: no key to copy; the deployment must
+accept the token, `auth.oidc`). A config's own `model.auth` always wins over the deployment's
+key Secret, which is then neither mounted nor sent. The reference is part of the config,
 so a change of it in a shared config waits for the run's owner like any config change.
 """
 
@@ -32,10 +35,11 @@ from datetime import datetime, timedelta
 
 from pydantic import ValidationError
 
+from contracts.auth import ApiKeyAuth
 from contracts.base import SecretKeyRef
 from contracts.config import InferenceConfigSpec, RunnerTuning
 from contracts.llm import run_problem
-from contracts.model import ApiKeyAuth, ModelBlock
+from contracts.model import ModelBlock
 from contracts.run import InferenceRunStatus
 from contracts.serving import API_KEY_SECRET_KEY, ModelDeploymentStatus
 from controller.core import conditions as cond
@@ -248,13 +252,23 @@ def _check(
     except ValidationError:
         message = f"{where} has a status longrun cannot read; the run starts when it is Available"
         return Problem("spec.model.deploymentRef", "DeploymentNotAvailable", message)
+    if status.token_audiences and not status.api_key_secret and block.auth is None:
+        audiences = ", ".join(status.token_audiences)
+        message = (
+            f"{where} accepts only signed tokens (auth.oidc, no API keys): set "
+            f"model.auth.serviceAccountToken.audience to one of its audiences ({audiences}), "
+            "or a token Secret in model.auth.secretRef"
+        )
+        return Problem("spec.model.auth", "TokenRequired", message)
     if not foreign:
         return status
     if status.api_key_secret and block.auth is None:
         message = (
             f'{where} keeps its API key in Secret "{status.api_key_secret}" of namespace '
             f'"{target.namespace}", and a run reads Secrets of its own namespace only: put the '
-            f'key into a Secret in "{run_namespace}" and name it in model.auth.secretRef'
+            f'key into a Secret in "{run_namespace}" and name it in model.auth.secretRef, or '
+            "send the runner's ServiceAccount token (model.auth.serviceAccountToken) if the "
+            "deployment accepts it (auth.oidc)"
         )
         return Problem("spec.model.auth", "SecretInOtherNamespace", message)
     return status

@@ -2,12 +2,14 @@
 
 Real: gRPC (a `grpc.server` on 127.0.0.1 speaking tritonclient's generated GRPCInferenceService,
 plain and TLS with an `openssl`-made certificate), protobuf, numpy. Faked: the model behind the
-service (a handler function per test). Real Triton, KServe and MLServer are in
+service (a handler function per test), and the kubelet, by replacing a ServiceAccount token
+file the test wrote. Real Triton, KServe and MLServer are in
 test_model_real_servers.py.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
@@ -21,6 +23,7 @@ import pytest
 from model_fakes import Certificate, endpoint, iris, records
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from contracts.auth import MODEL_TOKEN_PATH_ENV
 from runners.api import (
     BatchRejected,
     ConfigError,
@@ -29,6 +32,7 @@ from runners.api import (
     RunContext,
     TransientError,
 )
+from runners.models import common
 from runners.models.triton_grpc import TritonGrpcClient, grpc_target
 
 SETOSA = [5.1, 3.5, 1.4, 0.2]
@@ -239,6 +243,31 @@ def test_sends_the_api_key_as_metadata(
     finally:
         client.close()
     assert service.seen[0][1]["x-api-key"] == "t0k"
+
+
+def test_sends_the_service_account_token_and_the_new_one_once_it_is_replaced(
+    serve: Callable[..., tuple[str, Service]],
+    ctx: RunContext,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("first.jwt.sig")
+    monkeypatch.setenv(MODEL_TOKEN_PATH_ENV, str(token))
+    monkeypatch.setattr(common, "CHECK_SECONDS", 0.0)
+    target, service = serve(classify)
+    auth = {"service_account_token": {"audience": "models.example"}}
+    client = TritonGrpcClient(endpoint("triton-grpc", target, auth=auth), ctx)
+    try:
+        client.predict(iris(SETOSA))
+        fresh = tmp_path / "fresh"
+        fresh.write_text("second.jwt.sig\n")
+        os.replace(fresh, token)  # the kubelet's swap: a new inode
+        client.predict(iris(SETOSA))
+    finally:
+        client.close()
+    said = [metadata["authorization"] for _, metadata in service.seen]
+    assert said == ["Bearer first.jwt.sig", "Bearer second.jwt.sig"]
 
 
 def test_tls_verifies_against_the_ca_from_the_secret(

@@ -417,3 +417,21 @@ def test_a_fixed_concurrency_or_undeclared_slots_leave_the_start_alone() -> None
     auto = auto_config()
     decision = decide(observed(run(), auto, deployment(status=undeclared)), Settings(), now=NOW)
     assert "initialConcurrency" not in contract_of(decision)["runner"]
+
+
+def test_a_tokens_only_deployment_needs_the_run_to_send_a_token() -> None:
+    tokens_only = {**AVAILABLE, "apiKeySecret": None, "tokenAudiences": ["qwen.models"]}
+    cfg = config()
+    waiting = uses.with_deployment(
+        _spec(cfg), cfg, deployment(status=tokens_only), run_namespace="team", scheduled=False
+    )
+    assert getattr(waiting, "reason", None) == "TokenRequired"
+    assert "model.auth.serviceAccountToken.audience" in waiting.message  # type: ignore[union-attr]
+    assert "qwen.models" in waiting.message  # type: ignore[union-attr]
+    cfg["spec"]["model"]["auth"] = {"serviceAccountToken": {"audience": "qwen.models"}}
+    cfg["spec"]["model"]["deploymentRef"]["namespace"] = "models"
+    foreign = deployment("models", status=tokens_only, allowedNamespaces=["team"])
+    ok = uses.with_deployment(_spec(cfg), cfg, foreign, run_namespace="team", scheduled=False)
+    assert not hasattr(ok, "reason")  # no key to copy: another namespace is fine
+    token = ok.model.auth.service_account_token  # type: ignore[union-attr]
+    assert token is not None and token.audience == "qwen.models"

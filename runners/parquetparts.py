@@ -1,0 +1,168 @@
+"""Parquet output parts (`format: parquet`): one chunk as one Parquet file, and reading one
+back (its rows, its record count, its token counts), for the file and s3 sinks
+(runners/chunkcodec.py). Reading input is runners/parquet.py's.
+
+Writing: one chunk is one Parquet file (a part), built in memory and stored by the backend
+as it stores every chunk (`encode_part`). Columns: `id` (string), `position` (int64), `input`
+(the record; output parts only with `includeInput`, error parts always), then `prediction`
+and `usage` (only when some record has one) in output parts, or `reason`, `code` and
+`response` in error parts. A column's Arrow type is inferred from its values (scalar, list
+or struct); when no one type holds every value of the chunk as it is (a number in one row
+and a string in another, objects with different keys, an empty object), the column is JSON
+text instead, and the file's key-value metadata `longrun.json_columns` (a JSON list) names
+it; `response` is always JSON text. Unlike the JSON formats, which write NaN and the
+infinities as the strings "NaN", "Infinity" and "-Infinity", a float column holds them as
+IEEE values (in a JSON text column they are those strings). A value that is neither an
+Arrow nor a JSON value raises TypeError, as formats.encode_chunk does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pyarrow.types as pat
+
+from runners.api import ErrorRecord, OutputRecord
+from runners.formats import json_safe
+from runners.tokens import sum_usage
+
+JSON_COLUMNS = b"longrun.json_columns"
+
+
+# -- writing -----------------------------------------------------------------------------
+
+
+def encode_part(
+    records: Sequence[OutputRecord | ErrorRecord], *, errors: bool, include_input: bool
+) -> bytes:
+    """One chunk as one Parquet file (the module docstring says its columns); raises
+    TypeError or ValueError for a value that is neither an Arrow nor a JSON value."""
+    text: list[str] = []
+    columns: dict[str, pa.Array] = {
+        "id": pa.array([r.id for r in records], pa.string()),
+        "position": pa.array([r.position for r in records], pa.int64()),
+    }
+    if errors or include_input:
+        columns["input"] = _column("input", [r.input for r in records], text)
+    if errors:
+        failed = [r for r in records if isinstance(r, ErrorRecord)]
+        columns["reason"] = pa.array([r.reason for r in failed], pa.string())
+        columns["code"] = pa.array([r.code for r in failed], pa.string())
+        text.append("response")
+        columns["response"] = pa.array([_json_text(r.response) for r in failed], pa.string())
+    else:
+        outputs = [r for r in records if isinstance(r, OutputRecord)]
+        columns["prediction"] = _column("prediction", [r.prediction for r in outputs], text)
+        if any(r.usage is not None for r in outputs):
+            columns["usage"] = _column("usage", [r.usage for r in outputs], text)
+    table = pa.table(columns).replace_schema_metadata({JSON_COLUMNS: json.dumps(text)})
+    out = pa.BufferOutputStream()
+    pq.write_table(table, out)
+    return bytes(out.getvalue().to_pybytes())
+
+
+def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
+    """`values` as Arrow infers them when that keeps every value as it is, else JSON text
+    (and `name` added to `text`)."""
+    if values:
+        try:
+            array = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            array = None
+        if array is not None and _exact_scalars(values):
+            return array
+        if array is not None and _storable(array.type):
+            back = array.to_pylist()
+            if back == values or _same(back, values):
+                return array
+    text.append(name)
+    return pa.array([_json_text(value) for value in values], pa.string())
+
+
+def _exact_scalars(values: list[Any]) -> bool:
+    """Whether Arrow holds `values` exactly as they are without reading them back: every one
+    an int (int64: a bigger one fails to convert), every one a float (float64, NaN too),
+    every one a str or every one a bool. The common prediction column; a map and a set in C."""
+    kinds = set(map(type, values))
+    return len(kinds) == 1 and kinds <= _SCALARS
+
+
+_SCALARS = {int, float, str, bool}
+
+
+def _storable(kind: pa.DataType) -> bool:
+    """Whether Parquet can hold `kind` (a struct needs a field)."""
+    if pat.is_struct(kind):
+        fields = [kind.field(i).type for i in range(kind.num_fields)]
+        return bool(fields) and all(_storable(field) for field in fields)
+    if pat.is_list(kind) or pat.is_large_list(kind):
+        return _storable(kind.value_type)
+    return True
+
+
+def _same(back: Any, value: Any) -> bool:
+    """Whether Arrow gave `value` back unchanged: NaN as NaN, the same keys (a struct column
+    gives missing keys as None), an integer as the equal float of a float column."""
+    if isinstance(value, float) and math.isnan(value):
+        return isinstance(back, float) and math.isnan(back)
+    if isinstance(value, dict):
+        return (
+            isinstance(back, dict)
+            and list(back) == list(value)
+            and all(_same(back[key], item) for key, item in value.items())
+        )
+    if isinstance(value, list | tuple):
+        return (
+            isinstance(back, list)
+            and len(back) == len(value)
+            and all(_same(b, v) for b, v in zip(back, value, strict=True))
+        )
+    return bool(back == value) and isinstance(back, str) == isinstance(value, str)
+
+
+def _json_text(value: Any) -> str | None:
+    """`value` as JSON text (None stays a null), NaN and the infinities as JSON's strings."""
+    if value is None:
+        return None
+    return json.dumps(json_safe(value), allow_nan=False)
+
+
+# -- reading parts back ------------------------------------------------------------------
+
+
+def part_rows(data: bytes) -> list[dict[str, Any]]:
+    """The rows of a part written by `encode_part`, JSON text columns decoded."""
+    table = pq.read_table(pa.BufferReader(data))
+    text = _json_columns(table.schema)
+    rows: list[dict[str, Any]] = table.to_pylist()
+    for row in rows:
+        for name in text:
+            if row.get(name) is not None:
+                row[name] = json.loads(row[name])
+    return rows
+
+
+def part_records(data: bytes) -> int:
+    """How many records a part holds, from its footer (nothing decoded)."""
+    return int(pq.ParquetFile(pa.BufferReader(data)).metadata.num_rows)
+
+
+def part_usage(data: bytes) -> dict[str, int]:
+    """The token counts of the `usage` column of a part (only that column is read)."""
+    parquet = pq.ParquetFile(pa.BufferReader(data))
+    if "usage" not in parquet.schema_arrow.names:
+        return {}
+    usage = parquet.read(columns=["usage"]).column("usage").to_pylist()
+    if "usage" in _json_columns(parquet.schema_arrow):
+        usage = [None if u is None else json.loads(u) for u in usage]
+    return sum_usage(usage)
+
+
+def _json_columns(schema: pa.Schema) -> list[str]:
+    found = json.loads((schema.metadata or {}).get(JSON_COLUMNS, b"[]"))
+    return [str(name) for name in found]

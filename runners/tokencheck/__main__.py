@@ -1,0 +1,5 @@
+"""`python -m runners.tokencheck`."""
+
+from runners.tokencheck import console
+
+console()

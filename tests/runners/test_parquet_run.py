@@ -1,0 +1,164 @@
+"""A run from a Parquet file to Parquet parts, end to end, and a re-run of its failures.
+
+Real: the runner in-process (`runners.cli.main`: contract file in, exit code and summary out),
+the pipeline, the file backend reading and writing Parquet (runners/parquet.py), pyarrow
+writing the input and reading the parts back. Faked: the model (a FakeModel registered in
+place of `kserve-v2`), which fails the records a test calls broken.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from fakes import FakeModel, contract
+
+from runners import cli, parquet, parquetparts, registry
+from runners.api import InputRecord, Outcome, Prediction, RecordFailure
+from runners.columns import ColumnOutput, ColumnRecord, SliceRows
+
+
+class Model:
+    """Answers `{"sum": a + b}` (NaN for a NaN), fails the records whose id is in `broken`."""
+
+    def __init__(self) -> None:
+        self.broken: set[str] = set()
+        self.fake = FakeModel(self.predict)
+
+    def predict(self, records: Sequence[InputRecord]) -> list[Outcome]:
+        return [
+            RecordFailure("model overloaded")
+            if r.id in self.broken
+            else Prediction({"sum": r.data["a"] + r.data["b"]})
+            for r in records
+        ]
+
+
+@pytest.fixture
+def model() -> Iterator[Model]:
+    model = Model()
+    registry.model_protocols.register("kserve-v2", model.fake.factory)
+    yield model
+    registry.model_protocols.unregister("kserve-v2")
+
+
+def run(tmp_path: Path, uid: str, **blocks: Any) -> tuple[int, dict[str, Any]]:
+    identity = {"name": uid, "namespace": "ns", "uid": uid, "generation": 1, "scheduled": False}
+    doc = contract(jobId=uid, jobName=f"{uid}-job", run=identity, **blocks)
+    doc["runner"].update(chunkSize=8, batchSize=4, maxFailedRecords=100)
+    (tmp_path / f"{uid}.json").write_text(json.dumps(doc))
+    code = cli.main(["--contract", str(tmp_path / f"{uid}.json")])
+    return code, json.loads((tmp_path / "termination-log").read_text())
+
+
+def rows(folder: Path) -> list[dict[str, Any]]:
+    return [
+        row
+        for p in sorted(folder.glob("part-*.parquet"))
+        for row in parquetparts.part_rows(p.read_bytes())
+    ]
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TERMINATION_MESSAGE_PATH", str(tmp_path / "termination-log"))
+    monkeypatch.delenv("JOB_NAME", raising=False)
+    return tmp_path
+
+
+def test_a_parquet_run_writes_parquet_parts_and_its_failures_run_again(
+    env: Path, model: Model
+) -> None:
+    table = pa.table(
+        {
+            "key": [f"k{i}" for i in range(20)],
+            "a": [float(i) for i in range(20)],
+            "b": [math.nan if i == 6 else 1.0 for i in range(20)],
+        }
+    )
+    pq.write_table(table, env / "in.parquet", row_group_size=5)
+    model.broken = {"k3", "k11"}
+    output = {"file": {"path": str(env / "out"), "format": "parquet", "includeInput": True}}
+    code, summary = run(
+        env,
+        "first",
+        input={"file": {"path": str(env / "in.parquet"), "idField": "key"}},
+        output=output,
+    )
+    assert code == 0, summary
+    written = rows(env / "out")
+    assert [row["id"] for row in written] == [f"k{i}" for i in range(20) if i not in (3, 11)]
+    nan = next(row for row in written if row["id"] == "k6")
+    assert math.isnan(nan["prediction"]["sum"]) and math.isnan(nan["input"]["b"])
+    assert [row["id"] for row in rows(env / "out-errors")] == ["k3", "k11"]
+    manifest = json.loads((env / "out" / "_SUCCESS").read_text())
+    assert manifest["format"] == "parquet"
+
+    model.broken = set()
+    again = {"file": {"path": str(env / "rerun"), "format": "parquet"}}
+    errors = {"file": {"path": str(env / "out-errors"), "recordField": "input"}}
+    code, summary = run(env, "second", input=errors, output=again)
+    assert code == 0, summary
+    assert [(row["id"], row["prediction"]) for row in rows(env / "rerun")] == [
+        ("k3", {"sum": 4.0}),
+        ("k11", {"sum": 12.0}),
+    ]
+
+
+class TensorModel:
+    """Answers each record with its row number, reading no record's `data` (as a raw-tensor
+    client reading a batch from its columns does)."""
+
+    def __init__(self) -> None:
+        self.fake = FakeModel(lambda records: [Prediction(r.position) for r in records])
+
+
+@pytest.mark.parametrize(("output", "makes_rows"), [({}, False), ({"includeInput": True}, True)])
+def test_rows_of_a_parquet_input_are_made_only_when_an_output_writes_them(
+    env: Path, monkeypatch: pytest.MonkeyPatch, output: dict[str, Any], makes_rows: bool
+) -> None:
+    made: list[int] = []
+    original = parquet._rows
+
+    def counting(part: pa.RecordBatch, targets: list[pa.DataType]) -> list[Any]:
+        made.append(part.num_rows)
+        return original(part, targets)
+
+    monkeypatch.setattr(parquet, "_rows", counting)
+    model = TensorModel()
+    registry.model_protocols.register("kserve-v2", model.fake.factory)
+    try:
+        pq.write_table(
+            pa.table({"key": [f"k{i}" for i in range(20)], "x": range(20)}), env / "in.parquet"
+        )
+        code, summary = run(
+            env,
+            "lazy",
+            input={"file": {"path": str(env / "in.parquet"), "idField": "key"}},
+            output={"file": {"path": str(env / "out"), "format": "parquet", **output}},
+        )
+    finally:
+        registry.model_protocols.unregister("kserve-v2")
+    assert code == 0 and summary["recordsWritten"] == 20
+    written = rows(env / "out")
+    assert [(row["id"], row["prediction"]) for row in written] == [(f"k{i}", i) for i in range(20)]
+    # The slice's rows (one slice: 20 rows) are made only for an output that writes them.
+    assert made == ([20] if makes_rows else [])
+    if makes_rows:
+        assert [row["input"] for row in written] == [{"key": f"k{i}", "x": i} for i in range(20)]
+
+
+def test_a_parquet_record_made_lazily_answers_like_any_other() -> None:
+    rows_made: list[int] = []
+    slice_rows = SliceRows(lambda: rows_made.append(1) or [{"a": 1}, {"a": 2}])
+    record = ColumnRecord.lazy(7, "7", columns=None, row=1, rows=slice_rows)  # type: ignore[arg-type]
+    answer = ColumnOutput.answer(record, {"y": 3})
+    assert rows_made == []
+    assert answer.input == {"a": 2} and record.data == {"a": 2} and rows_made == [1]
+    assert (answer.id, answer.position, answer.prediction) == ("7", 7, {"y": 3})
