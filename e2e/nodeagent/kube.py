@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
@@ -42,7 +43,7 @@ def _answers() -> Iterator[None]:
         yield
     except ApiException as exc:
         raise ApiError(int(exc.status or 0), _message(exc)) from exc
-    except OSError as exc:  # urllib3's connection errors are OSErrors
+    except (OSError, urllib3.exceptions.HTTPError) as exc:  # no answer: refused, cut, retries out
         raise ApiError(0, str(exc)) from exc
 
 
