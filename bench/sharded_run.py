@@ -1,11 +1,13 @@
 """What one run over N pods delivers against one pod (issue 28): records/s of the whole run.
 
-A run shared by N pods (the contract's `partitioning`, chunkRoundRobin: chunk c is index
-c mod N's) should go N times as fast as one pod when the model server is not what limits it;
-the issue's target is rate(N) / (N x rate(1)) >= 0.9 for N = 2 and 4. Every pod still reads
-and parses the whole input in order (it passes over the other pods' chunks without calling the
-model), so the reading cost grows with N while the model calls are shared: this measures what
-that, the start-up of every pod and the machine's cores leave of the N-fold.
+A run shared by N pods (the contract's `partitioning`) should go N times as fast as one pod
+when the model server is not what limits it; the issue's target is rate(N) / (N x rate(1)) >=
+0.9 for N = 2 and 4. `--format jsonl` (the default): rule chunkRoundRobin, chunk c is index
+c mod N's, and every pod reads and parses the whole input in order (passing over the other
+pods' chunks without calling the model), so the reading cost grows with N while the model
+calls are shared. `--format parquet`: rule chunkRanges, as the controller picks for Parquet,
+each pod reading its own contiguous range of row groups only. This measures what the reading,
+the start-up of every pod and the machine's cores leave of the N-fold.
 
 The model server must not be the bottleneck, so it is one that only waits: a threaded stdlib
 HTTP server in a process of its own (`serve`, a thread per connection, so every pod's every
@@ -16,7 +18,8 @@ records/s), whatever the number of pods, at about half a millisecond of server C
 pods' CPU (from each process's rusage) and the server's (its process group, from /proc) are
 printed so that the reader sees whether the machine's cores, not the latency, set the rate.
 
-It writes R JSONL records (four floats each; no id field: a record's id is its position), then
+It writes R records (four floats each; no id field: a record's id is its position) as JSONL or
+as Parquet (row groups of 10,000), then
 for N = 1, 2, 4 (`--pods`), in rounds alternating the order (1 2 4, 4 2 1, ...), starts N
 `python -m runners` processes at once on one contract (file input; a fresh file output
 directory per run; `chunkSize`, `batchSize`, `concurrency`; `partitioning` for N > 1), each
@@ -170,9 +173,17 @@ class Run:
 
 
 def write_input(path: Path, count: int) -> None:
+    rows = (
+        {"a": 5.0 + i % 10 / 10, "b": 3.5, "c": 1.4 + i % 7 / 10, "d": 0.2} for i in range(count)
+    )
+    if path.suffix == ".parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(list(rows)), path, row_group_size=10_000)
+        return
     with path.open("w") as handle:
-        for i in range(count):
-            row = {"a": 5.0 + i % 10 / 10, "b": 3.5, "c": 1.4 + i % 7 / 10, "d": 0.2}
+        for row in rows:
             handle.write(json.dumps(row) + "\n")
 
 
@@ -193,7 +204,8 @@ def contract(source: Path, out: Path, url: str, pods: int, args: argparse.Namesp
         },
     }
     if pods > 1:
-        doc["partitioning"] = {"count": pods, "rule": "chunkRoundRobin"}
+        rule = "chunkRanges" if source.suffix == ".parquet" else "chunkRoundRobin"
+        doc["partitioning"] = {"count": pods, "rule": rule}
     return json.dumps(doc)
 
 
@@ -267,7 +279,7 @@ def check(work: Path, out: Path, pods: int, records: int) -> float:
 def measure(tmp: Path, server: Server, args: argparse.Namespace) -> list[Run]:
     """`rounds` rounds over every N, the order alternating (1 2 4, 4 2 1, ...); each run is
     preceded by the same N pods over one batch of records, which times their start-up."""
-    source, one_batch = tmp / "in.jsonl", tmp / "one-batch.jsonl"
+    source, one_batch = tmp / f"in.{args.format}", tmp / f"one-batch.{args.format}"
     write_input(source, args.records)
     write_input(one_batch, args.batch_size)
     pods = [int(n) for n in args.pods.split(",")]
@@ -340,12 +352,14 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=1000)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl", help="input")
     args = parser.parse_args()
     if args.command == "serve":
         serve(args.latency_ms)
         return
     print(
-        f"one run over N pods vs one pod: {args.records:,} records, chunkSize {args.chunk_size}, "
+        f"one run over N pods vs one pod: {args.records:,} {args.format} records, chunkSize "
+        f"{args.chunk_size}, "
         f"B={args.batch_size} C={args.concurrency}, a kserve-v2 server that waits "
         f"{args.latency_ms:g} ms a request, {args.rounds} rounds; {os.cpu_count()} CPUs, "
         f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())}",

@@ -90,29 +90,57 @@ class RunnerNetwork(Schema):
 
 # The env var the Job controller sets in each pod of an Indexed Job: the pod's index.
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+ROUND_ROBIN = "chunkRoundRobin"  # Partitioning.rule
+CHUNK_RANGES = "chunkRanges"
 
 
 class Partitioning(Schema):
     """How the pods of one run share its input (docs/shared-clusters.md, "The partitioning rule").
 
     The run's pods are the indexes 0..count-1 of an Indexed Job; each reads its index from
-    `$JOB_COMPLETION_INDEX`. Rule `chunkRoundRobin`: chunk c (the input positions
-    [c x chunkSize, (c+1) x chunkSize)) belongs to index c mod count. Each index commits its own
-    chunks, under their run-wide numbers, so the output is the one a single pod would write.
-    Every index reads the input in order (seeking to its first uncommitted chunk) and passes
-    over the other indexes' chunks without calling the model; it still screens their ids, so a
-    duplicate id is refused exactly as in a one-pod run. The index that finds, after its own
-    last chunk, every chunk of the input committed writes the output's completion marker and
-    judges the error budget on the whole run; the others leave it to it.
+    `$JOB_COMPLETION_INDEX`. Chunk c is the input positions [c x chunkSize, (c+1) x chunkSize).
+    Rule `chunkRoundRobin`: chunk c belongs to index c mod count; every index reads the input
+    in order (seeking to its first uncommitted chunk) and passes over the other indexes'
+    chunks without calling the model. Rule `chunkRanges` (Parquet input and SQL tables, which
+    can be counted and entered at any record): with K = ceil(records / chunkSize) chunks,
+    counted when the pod starts, index i owns chunks [i x K // count, (i+1) x K // count), the
+    last index also everything past K; an index reads its range only, and the ids before it
+    when ids come from a field. Either way each
+    index commits its own chunks under their run-wide numbers, so the output is the one a
+    single pod would write, and screens the ids before its chunks, so a duplicate id is refused
+    exactly as in a one-pod run. The index that finds, after its own last chunk, every chunk of
+    the input committed writes the output's completion marker and judges the error budget on
+    the whole run; the others leave it to it.
     """
 
     count: int = Field(
         ge=2, le=PARALLELISM_MAX, description="The run's pods (Indexed Job completions)."
     )
-    rule: Literal["chunkRoundRobin"] = Field(
+    rule: Literal["chunkRoundRobin", "chunkRanges"] = Field(
         default="chunkRoundRobin",
-        description="chunkRoundRobin: chunk c belongs to index c mod count.",
+        description=(
+            "chunkRoundRobin: chunk c belongs to index c mod count. chunkRanges: index i owns "
+            "chunks [i*K // count, (i+1)*K // count) of the input's K chunks (the last index "
+            "also those past K)."
+        ),
     )
+
+    @classmethod
+    def of_run(cls, count: int, storage_input: StorageSpec) -> Partitioning:
+        """The controller's choice for a run over `count` pods: chunkRanges for the inputs
+        that can be counted before reading and entered at any record (Parquet files and
+        objects: their footers say their row counts, and they are read from any row group;
+        an SQL table: COUNT(*), and OFFSET in its fixed order), chunkRoundRobin for the rest
+        (JSONL and CSV, an SQL query, HTTP APIs, plug-ins)."""
+        body = storage_input.body()
+        named = str(getattr(body, "path", None) or getattr(body, "key", None) or "").lower()
+        parquet = getattr(body, "format", None) == "parquet" or (
+            getattr(body, "format", None) is None and named.endswith((".parquet", ".parq"))
+        )
+        ranged = (parquet and storage_input.kind in ("file", "s3")) or (
+            storage_input.kind == "sql" and getattr(body, "table", None) is not None
+        )
+        return cls(count=count, rule="chunkRanges" if ranged else "chunkRoundRobin")
 
 
 class RunnerContract(Schema):

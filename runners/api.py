@@ -125,6 +125,7 @@ class RunContext:
     # This pod's index among the run's pods (contract `partitioning`, runners/shards.py).
     shard_index: int = 0
     shard_count: int = 1
+    shard_rule: str = "chunkRoundRobin"  # or "chunkRanges"
 
     def execution_subpath(self, base: str) -> str:
         """`base` for a one-shot run; `base/<job name>` for one execution of a scheduled run."""

@@ -133,7 +133,7 @@ def _run(
         stop=stop,
         ids_from_field=opened.ctx.id_field is not None,
         counts_tokens=contract.model.protocol in OPENAI_PROTOCOLS,
-        shard=Shard(opened.ctx.shard_index, opened.ctx.shard_count),
+        shard=Shard(opened.ctx.shard_index, opened.ctx.shard_count, opened.ctx.shard_rule),
     )
     report = functools.partial(
         _report, stats, opened, started=started, tokens=pipeline.counts_tokens

@@ -159,6 +159,7 @@ def run_context(contract: RunnerContract, *, stop: threading.Event | None = None
         input_format=input_format(contract.input),
         shard_index=shard.index,
         shard_count=shard.count,
+        shard_rule=shard.rule,
     )
 
 

@@ -4,39 +4,32 @@ Why this shape: a run may be millions of records and its pod may be killed at an
 memory must not depend on the input size and a restart must neither lose nor repeat a record.
 
 Rules the code relies on:
-- A chunk (`position // chunkSize`) is the unit of commit. The error chunk is written before the
-  output chunk; the output chunk is the commit marker, so a chunk is committed exactly when
-  `sink.committed()` lists it.
+- A chunk (`position // chunkSize`) is the unit of commit: its error chunk is written first, its
+  output chunk is the commit marker (committed exactly when `sink.committed()` lists it).
 - Chunks are committed in index order by one writer thread, so after a kill the committed set is
   (at most) a prefix plus whatever an earlier attempt left; records of committed chunks are
   skipped, and reading starts at the first uncommitted chunk (`Source.records(skip)` seeks).
-- The first uncommitted chunk may have a stale error chunk from the killed attempt, so its error
-  chunk is always (re)written, even when empty.
-- Memory is bounded by queues: at most 2 x concurrency batches in flight (with `concurrency:
-  auto`, 2 x its maximum; runners/pace.py keeps the requests under its limit), and at most
-  `_CHUNK_QUEUE` (runners/commit.py) finished-but-unwritten chunks; reading blocks otherwise.
-- On stop (SIGTERM) nothing new is read or committed; in-flight work is abandoned; committed
-  chunks stay.
+- The first uncommitted chunk's error chunk is always (re)written, even empty: the killed
+  attempt may have left a stale one.
+- Memory is bounded by queues: at most 2 x concurrency batches in flight (`concurrency: auto`:
+  2 x its maximum) and `_CHUNK_QUEUE` (runners/commit.py) unwritten chunks; reading blocks.
+- On stop (SIGTERM) nothing new is read or committed; in-flight work is abandoned.
 - The counters start from the records of the committed chunks (output and error), so the error
-  budget and the summary cover the whole run: a pod that resumes after a blown budget must not
-  start again from zero failures.
+  budget and the summary cover the whole run, also after a resume.
 - Ids are screened before the model sees them (runners/recordids.py): one an output cannot key a
   record by, or one an earlier record of the run had, makes a per-record error, the same on every
   sink. A resumed run first re-reads the ids of its committed chunks when ids come from a field.
-- Every retry counts in `recordsRetried`: model requests, input reads, chunk writes. The
-  Prometheus metrics read the same counters (runners/metrics.py), so they equal the summary.
-- Model calls (retries, bisecting a refused batch, a model that does not answer) are
-  runners/modelcalls.py's; the error budget's rules are runners/budget.py's. The chunk that
-  crosses the budget is committed before the run stops, so every failed record is in the error
-  output; the budget is judged again at the end, against the whole input.
-- `recordsRead` counts the records of committed chunks, so on every exit recordsRead =
-  recordsWritten + recordsFailed (records in flight when a run stops are read again later).
-- A sink that refuses a chunk holding values JSON cannot carry as they are (NaN, a plug-in's
-  object) gets it again with them as formats.json_records makes them: the same strings on every
-  sink, and a per-record error for a prediction that is no JSON value.
-- A run shared by several pods (runners/shards.py): each does the above for its own chunks,
-  reading past the others' (screening their ids), and counts, judges and reports its own; the
-  one that finds every chunk committed completes the output and judges the whole run.
+- Every retry counts in `recordsRetried` (model requests, input reads, chunk writes); the
+  Prometheus metrics read the same counters (runners/metrics.py).
+- Model calls (retries, bisection, silence) are runners/modelcalls.py's; the error budget's rules
+  runners/budget.py's. The chunk that crosses the budget is committed before the run stops.
+- `recordsRead` counts the records of committed chunks: on every exit it is recordsWritten +
+  recordsFailed (records in flight when a run stops are read again later).
+- A chunk a sink refuses for values JSON cannot carry (NaN, a plug-in's object) goes again with
+  them as formats.json_records makes them, the same strings on every sink.
+- A run shared by several pods (runners/shards.py): each does the above for its own chunks (past
+  the others' or within its range), and counts, judges and reports its own; the one that finds
+  every chunk committed completes the output and judges the whole run.
 """
 
 from __future__ import annotations
@@ -131,7 +124,8 @@ class Pipeline:
 
     def _share(self) -> int | None:
         """The input's records in this pod's chunks (all of them for a one-pod run)."""
-        self._run_total = self.source.total()
+        if self._run_total is None:  # a chunkRanges pod counted them before reading
+            self._run_total = self.source.total()
         return self.shard.share(self._run_total, self.tuning.chunk_size)
 
     def _model_calls(self, *, answered: bool) -> ModelCalls:
@@ -155,6 +149,9 @@ class Pipeline:
         exporter starts first, when the pod names its port (runners/metrics.py).
         """
         self.metrics.serve_from_env(os.environ, log=self._log)
+        if self.shard.ranged:  # its range comes from the input's count (runners/shards.py)
+            self._run_total = self._retrying(self.source.total)
+            self.shard = self.shard.bound(self._run_total, self.tuning.chunk_size, log=self._log)
         shard, size = self.shard, self.tuning.chunk_size
         committed = {c for c in self._retrying(self.sink.committed) if shard.owns(c)}
         first = shard.first_missing(committed)
@@ -210,7 +207,12 @@ class Pipeline:
         self._remember_ids(committed, before=first * size)
         self._job, self._batch = None, []
         records, end = self._records(first * size), first * size  # end: past the last read
-        while block := list(islice(records, _room(end, size, batch_size - len(self._batch)))):
+        stop_at = self.shard.end(size)  # a chunkRanges pod's range ends there
+        while stop_at is None or end < stop_at:
+            block = list(islice(records, _room(end, size, batch_size - len(self._batch))))
+            if not block:  # the source ran out (past the last record read, if any)
+                self._input_end = end if end > first * size else None
+                break
             index, end = block[0].position // size, block[-1].position + 1
             if not self.shard.owns(index) and (end - 1) // size == index:
                 self._pass_over(block)  # another pod's chunk
@@ -230,9 +232,8 @@ class Pipeline:
             if len(self._batch) >= batch_size:
                 self._queue_batch(pool, self._job, self._batch)
                 self._batch = []
+        records.close()
         self._flush(pool, self._job, self._batch)
-        if end > first * size:  # the source ran out past the last record read
-            self._input_end = end
 
     def _pass_over(self, block: list[InputRecord]) -> None:
         """Records of a committed chunk or of another pod's: only their ids, which later

@@ -1,11 +1,19 @@
 """One run across several pods: which chunks are this pod's, and who completes the output.
 
-The rule is the contract's (contracts/contract.py `Partitioning`, docs/shared-clusters.md):
-chunk c belongs to index c mod count, and keeps its run-wide number, so the output of a run
-over N pods is the output one pod would write. Why chunks and not an id hash: a chunk is
-already the unit of commit and resume, every source can say a record's position, and every
-pod still sees every record in order, so the duplicate-id screen (runners/recordids.py)
-refuses the same records in every layout.
+The rules are the contract's (contracts/contract.py `Partitioning`, docs/shared-clusters.md).
+Either way a chunk keeps its run-wide number, so the output of a run over N pods is the output
+one pod would write. Why chunks and not an id hash: a chunk is already the unit of commit and
+resume, and every source can say a record's position.
+- `chunkRoundRobin`: chunk c belongs to index c mod count. Every pod reads the whole input in
+  order and passes over the others' chunks, so it needs nothing up front, and the duplicate-id
+  screen (runners/recordids.py) sees every id before its own chunks'.
+- `chunkRanges` (the controller's choice for Parquet input, whose files say their row counts
+  in their footers and are read from any row group): the input's K chunks are cut into count
+  contiguous ranges, index i owning [i*K // count, (i+1)*K // count). A pod counts the input
+  (`Source.total`) before it reads, then reads from its range's start to its end only. When
+  ids come from a field, it first reads the records before its range for their ids alone (no
+  model call), so the screen refuses what a one-pod run would. The last index also owns
+  whatever lies past the counted end, so a record added after the count is still some pod's.
 
 Completing the run: no pod knows when the others are done, so each one, after its own last
 chunk, looks at what the output holds. The committed chunks of the whole run are a prefix
@@ -19,10 +27,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from contracts.contract import COMPLETION_INDEX_ENV, Partitioning
+from contracts.contract import CHUNK_RANGES, COMPLETION_INDEX_ENV, ROUND_ROBIN, Partitioning
 from runners.api import ConfigError, InputRecord, Sink
 from runners.budget import Budget, BudgetExceeded
 from runners.commit import committed_counts
@@ -30,10 +38,13 @@ from runners.commit import committed_counts
 
 @dataclass(frozen=True)
 class Shard:
-    """This pod's index of `count`."""
+    """This pod's index of `count`, under `rule`; `chunks` is its range [first, end) under
+    chunkRanges once the input is counted (`bound`; end None: to the input's end)."""
 
     index: int
     count: int
+    rule: str = ROUND_ROBIN
+    chunks: tuple[int, int | None] | None = None
 
     @classmethod
     def from_contract(cls, partitioning: Partitioning | None, env: Mapping[str, str]) -> Shard:
@@ -51,7 +62,7 @@ class Shard:
                 f"partitioning: ${COMPLETION_INDEX_ENV}={text!r} is not an index of the run's "
                 f"{partitioning.count} pods (0 to {partitioning.count - 1})"
             )
-        return cls(int(text), partitioning.count)
+        return cls(int(text), partitioning.count, partitioning.rule)
 
     @classmethod
     def one(cls) -> Shard:
@@ -63,32 +74,84 @@ class Shard:
         """One pod does the whole run."""
         return self.count == 1
 
+    @property
+    def ranged(self) -> bool:
+        """The pods own contiguous ranges (chunkRanges): `bound` first."""
+        return self.rule == CHUNK_RANGES and not self.whole
+
+    def bound(self, total: int | None, size: int, *, log: Callable[[str], None]) -> Shard:
+        """Under chunkRanges, this shard with its range of the input's `total` positions in
+        chunks of `size` (the same in every pod that counts the same input); else itself."""
+        if not self.ranged:
+            return self
+        if total is None:
+            raise ConfigError(
+                "partitioning: rule chunkRanges needs the input's record count before reading, "
+                "and this input cannot give it (use format: parquet, or rule chunkRoundRobin)"
+            )
+        chunks = -(-total // size)
+        first = self.index * chunks // self.count
+        last = self.index == self.count - 1
+        shard = replace(
+            self, chunks=(first, None if last else (self.index + 1) * chunks // self.count)
+        )
+        log(f"{shard.describe()} of the input's {chunks} ({total} records)")
+        return shard
+
+    def _range(self) -> tuple[int, int | None]:
+        if self.chunks is None:
+            raise AssertionError("a chunkRanges shard is bound to the input's count first")
+        return self.chunks
+
     def owns(self, chunk: int) -> bool:
         """Chunk `chunk` is this pod's to commit."""
-        return chunk % self.count == self.index
+        if not self.ranged:
+            return chunk % self.count == self.index
+        first, end = self._range()
+        return first <= chunk and (end is None or chunk < end)
 
     def first_missing(self, committed: set[int]) -> int:
-        """This pod's first chunk not committed."""
-        chunk = self.index
-        while chunk in committed:
-            chunk += self.count
+        """This pod's first chunk not committed (under chunkRanges, its range's end when every
+        chunk of it is)."""
+        step = 1 if self.ranged else self.count
+        chunk = self._range()[0] if self.ranged else self.index
+        while chunk in committed and self.owns(chunk):
+            chunk += step
         return chunk
 
     def before(self, chunk: int) -> int:
         """How many of this pod's chunks come before `chunk`."""
-        return len(range(self.index, chunk, self.count))
+        if not self.ranged:
+            return len(range(self.index, chunk, self.count))
+        first, end = self._range()
+        return max(0, (chunk if end is None else min(chunk, end)) - first)
+
+    def end(self, size: int) -> int | None:
+        """The position this pod stops reading at (its range's end); None: the input's end."""
+        if not self.ranged:
+            return None
+        end = self._range()[1]
+        return None if end is None else end * size
 
     def share(self, total: int | None, size: int) -> int | None:
         """How many of the input's `total` positions are in this pod's chunks."""
         if total is None or self.whole:
             return total
+        if self.ranged:
+            first, end = self._range()
+            stop = total if end is None else min(total, end * size)
+            return max(0, stop - first * size)
         full, rest = divmod(total, size)  # `full` whole chunks, then one of `rest` records
         mine = self.before(full) * size
         return mine + (rest if self.owns(full) else 0)
 
     def describe(self) -> str:
-        """For the start line: `index 2 of 4`."""
-        return f"index {self.index} of {self.count}"
+        """For the start line: `index 2 of 4` (and its chunks, under chunkRanges)."""
+        text = f"index {self.index} of {self.count}"
+        if self.ranged and self.chunks is not None:
+            first, end = self.chunks
+            text += f", chunks {first} to {'the end' if end is None else end - 1}"
+        return text
 
 
 def prefix_end(committed: set[int]) -> int:

@@ -114,7 +114,11 @@ def build_contract(resolved: Resolved, settings: Settings | None = None) -> Runn
         timeout_seconds=spec.timeout_seconds,
         secrets_dir=DEFAULT_SECRETS_DIR,
         network=RunnerNetwork(denied_cidrs=list(denied)) if denied else None,
-        partitioning=Partitioning(count=spec.parallelism) if spec.parallelism > 1 else None,
+        partitioning=(
+            Partitioning.of_run(spec.parallelism, cfg.storage.input)
+            if spec.parallelism > 1
+            else None
+        ),
     )
 
 

@@ -1,4 +1,5 @@
-"""The sharded example (testdata/examples/sharded): one run over four pods, end to end.
+"""The sharded example (testdata/examples/sharded): one run over four pods, end to end, from
+Parquet input, so each pod reads its own contiguous range (partitioning rule chunkRanges).
 
 Real: the API emulator (or, with LONGRUN_KUBE_BACKEND=real, a private kube-apiserver, etcd and
 kube-controller-manager) whose Job controller makes the Indexed Job's four pods, the node
@@ -9,11 +10,15 @@ chunk size (20 records, so the 150 flowers make 8 chunks, two for each pod). Fak
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import boto3
+import pyarrow as pa
+import pyarrow.parquet as pq
 
+from controller.core.names import CONTRACT_KEY
 from e2e.peers.server import PeerServer
 from e2e.system import System
 from tests.e2e.conftest import apply, example, find
@@ -50,8 +55,9 @@ def test_sharded_example_scores_every_flower_once_over_four_pods_and_adds_them_u
     if BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
         s3.create_bucket(Bucket=BUCKET)
     flowers = [{k: v for k, v in row.items() if k != "species"} for row in iris_rows()]
-    body = "".join(json.dumps(row) + "\n" for row in flowers)
-    s3.put_object(Bucket=BUCKET, Key="iris/flowers.jsonl", Body=body.encode())
+    body = io.BytesIO()  # row groups of 32: the pods' ranges (chunks of 20) cut across them
+    pq.write_table(pa.Table.from_pylist(flowers), body, row_group_size=32)
+    s3.put_object(Bucket=BUCKET, Key="iris/flowers.parquet", Body=body.getvalue())
     ns = system.namespace("sharded")
 
     apply(system, ns, objects)
@@ -60,6 +66,9 @@ def test_sharded_example_scores_every_flower_once_over_four_pods_and_adds_them_u
     assert_counts(status, read=150, written=150)  # four pods' summaries, added up
     assert status["result"]["chunks"] == 8
     job = system.get("job", status["jobName"], ns) or {}
+    config_map = system.get("configmap", status["configMapName"], ns) or {}
+    contract = json.loads(config_map["data"][CONTRACT_KEY])
+    assert contract["partitioning"] == {"count": 4, "rule": "chunkRanges"}
     assert (job["spec"]["completionMode"], job["spec"]["completions"]) == ("Indexed", 4)
     pods = system.items("pods", ns, f"job-name={status['jobName']}")
     indexes = {

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 from fakes import FakeModel, contract
-from memory_backend import MemoryBackend, MemoryStore
+from memory_backend import MemoryBackend, MemorySource, MemoryStore
 
-from contracts.contract import RunnerContract
+from contracts.contract import CHUNK_RANGES, RunnerContract
 from runners import cli, registry
 from runners.api import ConfigError, InputRecord, Outcome, Prediction, RecordFailure, RunContext
 from runners.budget import Budget
@@ -82,6 +82,39 @@ def test_each_pod_commits_only_its_chunks_and_their_summaries_add_up_to_the_run(
     assert [s["recordsWritten"] for s in summaries] == [9, 8, 8]
     assert [s["chunks"] for s in summaries] == [3, 2, 2]
     assert sorted(store.chunks["out"]) == list(range(7))
+    assert store.manifests["out"] == {"recordsWritten": 25, "recordsFailed": 0, "chunks": 7}
+    sent = sorted(int(r) for batch in model.batches for r in batch)
+    assert sent == list(range(25))  # every record once, over the three pods
+
+
+def test_ranged_pods_commit_contiguous_ranges_reading_only_theirs_and_add_up_to_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: MemoryStore, model: FakeModel
+) -> None:
+    read: list[int] = []  # every position any pod read, ids before its range included
+    records = MemorySource.records
+
+    def counted(self: MemorySource, skip: int) -> Iterator[InputRecord]:
+        for record in records(self, skip):
+            read.append(record.position)
+            yield record
+
+    monkeypatch.setattr(MemorySource, "records", counted)
+    doc = contract(runner={"chunkSize": 4}, partitioning={"count": 3, "rule": "chunkRanges"})
+    summaries, ranges = [], []
+    for index in range(3):
+        before, read[:] = set(store.chunks.get("out", {})), []
+        code, summary = pod(tmp_path, monkeypatch, doc, index)
+        assert code == 0
+        ranges.append(sorted(set(store.chunks["out"]) - before))
+        mine = range(ranges[-1][0] * 4, min(ranges[-1][-1] * 4 + 4, 25))
+        # Its range, and at most the one record its completion check looks for past the
+        # committed chunks (runners/shards.py whole_run).
+        assert sorted(read)[: len(mine)] == list(mine)
+        assert [p for p in read if p not in mine] in ([], [(ranges[-1][-1] + 1) * 4])
+        summaries.append(summary)
+    # 25 records in chunks of 4: chunks 0-6 in ranges 0-1, 2-3 and 4-6.
+    assert ranges == [[0, 1], [2, 3], [4, 5, 6]]
+    assert [s["recordsWritten"] for s in summaries] == [8, 8, 9]
     assert store.manifests["out"] == {"recordsWritten": 25, "recordsFailed": 0, "chunks": 7}
     sent = sorted(int(r) for batch in model.batches for r in batch)
     assert sent == list(range(25))  # every record once, over the three pods
@@ -189,6 +222,45 @@ def test_a_shard_owns_every_countth_chunk_and_its_share_of_the_input() -> None:
     shares = [Shard(i, 3).share(25, 4) for i in range(3)]
     assert shares == [9, 8, 8] and sum(shares) == 25  # type: ignore[arg-type]
     assert Shard(0, 3).share(None, 4) is None
+
+
+def _ranged(index: int, count: int, total: int | None, size: int = 4) -> Shard:
+    return Shard(index, count, CHUNK_RANGES).bound(total, size, log=lambda _: None)
+
+
+@pytest.mark.parametrize(("total", "count"), [(25, 3), (24, 3), (3, 4), (0, 2), (1000, 7)])
+def test_ranged_shards_own_disjoint_contiguous_ranges_that_cover_every_chunk(
+    total: int, count: int
+) -> None:
+    chunks = -(-total // 4)
+    shards = [_ranged(i, count, total) for i in range(count)]
+    owners = [[i for i, s in enumerate(shards) if s.owns(c)] for c in range(chunks + 3)]
+    assert all(len(o) == 1 for o in owners)  # past the counted end: the last index's
+    flat = [o[0] for o in owners]
+    assert flat == sorted(flat)  # contiguous, in index order
+    assert all(o[0] == count - 1 for o in owners[chunks:])
+    shares = [s.share(total, 4) for s in shards]
+    assert sum(shares) == total  # type: ignore[arg-type]
+    assert max(shares) - min(shares) <= 4  # type: ignore[type-var,operator]
+
+
+def test_a_ranged_shard_reads_from_its_first_missing_chunk_to_its_range_end() -> None:
+    # 25 records in 7 chunks of 4 over 3 pods: chunks 0-1, 2-3 and 4-6 (the last to the end).
+    middle, last = _ranged(1, 3, 25), _ranged(2, 3, 25)
+    assert (middle.chunks, last.chunks) == ((2, 4), (4, None))
+    assert middle.first_missing(set()) == 2 and middle.first_missing({2}) == 3
+    assert middle.first_missing({2, 3}) == 4  # all committed: its range's end
+    assert middle.end(4) == 16 and last.end(4) is None
+    assert middle.before(3) == 1 and middle.before(9) == 2 and middle.before(0) == 0
+    assert middle.describe() == "index 1 of 3, chunks 2 to 3"
+    assert "chunks 4 to the end" in last.describe()
+
+
+def test_ranges_need_the_inputs_count_up_front() -> None:
+    with pytest.raises(ConfigError, match="chunkRanges needs the input's record count"):
+        _ranged(0, 2, None)
+    one = Shard(0, 1, CHUNK_RANGES)  # one pod: the whole input, counted or not
+    assert one.bound(None, 4, log=lambda _: None) is one and one.owns(5)
 
 
 def test_a_pods_failures_spend_the_budget_early_only_when_they_alone_spend_the_runs() -> None:

@@ -30,6 +30,30 @@ def test_contract_names_the_partitioning_of_a_run_over_several_pods() -> None:
     assert contract["partitioning"] == {"count": 4, "rule": "chunkRoundRobin"}
 
 
+@pytest.mark.parametrize(
+    ("storage_input", "rule"),
+    [
+        ({"file": {"path": "/in.parquet"}}, "chunkRanges"),
+        ({"file": {"path": "/data/", "format": "parquet"}}, "chunkRanges"),
+        ({"s3": {"bucket": "data", "prefix": "in/", "format": "parquet"}}, "chunkRanges"),
+        ({"s3": {"bucket": "data", "key": "in/part.PARQ"}}, "chunkRanges"),
+        ({"file": {"path": "/in.parquet", "format": "jsonl"}}, "chunkRoundRobin"),
+        ({"s3": {"bucket": "data", "prefix": "in/"}}, "chunkRoundRobin"),
+        ({"sql": {"url": "sqlite:////in.db", "table": "t", "idField": "n"}}, "chunkRanges"),
+        (
+            {"sql": {"url": "sqlite:////in.db", "query": "SELECT n FROM t ORDER BY n"}},
+            "chunkRoundRobin",
+        ),
+    ],
+)
+def test_parquet_and_sql_tables_are_split_into_contiguous_ranges_and_the_rest_round_robin(
+    storage_input: dict[str, object], rule: str
+) -> None:
+    storage = {"input": storage_input, "output": {"file": {"path": "/out"}}}
+    built = builders.build_contract(resolved({"parallelism": 3}, storage=storage))
+    assert json.loads(built.to_json())["partitioning"] == {"count": 3, "rule": rule}
+
+
 def test_contract_of_a_one_pod_run_has_no_partitioning() -> None:
     contract = json.loads(builders.build_contract(resolved({"parallelism": 1})).to_json())
     assert "partitioning" not in contract
