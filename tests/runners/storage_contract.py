@@ -372,78 +372,42 @@ class StorageContract:
             assert manifest is not None
             assert (manifest["recordsWritten"], manifest["recordsFailed"]) == (19, 3)
 
+    @pytest.mark.parametrize("rule", [ROUND_ROBIN, CHUNK_RANGES])
     def test_three_pods_killed_midway_and_replaced_commit_every_chunk_exactly_once(
-        self, harness: Harness
+        self, harness: Harness, rule: str
     ) -> None:
         if not harness.discovers_commits:
             pytest.skip("this store cannot list committed chunks: a shared run needs it")
-        # Pod i's chunks are i and i + 3; each is killed at its second, once its first is
-        # committed. k2 (chunk 0, pod 0) comes again in chunk 5 (pod 2): the replaced pod 2
-        # must still refuse it, though pod 0 committed it before pod 2 started again.
+        _counts_up_front(harness, rule)
+        # 24 records in 6 chunks of 4. Pod i's chunks are i and i + 3 (round-robin), or 2i and
+        # 2i + 1 (ranges); each is killed at its second, once its first is committed. k2
+        # (chunk 0, pod 0's) comes again in chunk 5 (pod 2's): the replaced pod 2 must still
+        # refuse it, though pod 0 committed it before pod 2 started again.
+        firsts, seconds = ([0, 1, 2], [3, 4, 5]) if rule == ROUND_ROBIN else ([0, 2, 4], [1, 3, 5])
         keys = [f"k{i}" for i in range(24)]
         keys[20] = "k2"
         records = [{"key": k} for k in keys]
 
         def killed(index: int) -> FakeModel:
             def answer(batch: Any) -> list[Outcome]:
-                if any(r.position // 4 >= 3 for r in batch):
-                    eventually(lambda: index in harness.read(), timeout=30)
+                if any(r.position // 4 in seconds for r in batch):
+                    eventually(lambda: firsts[index] in harness.read(), timeout=30)
                     raise RuntimeError("pod killed")
                 return [_echo(r) for r in batch]
 
             return FakeModel(answer)
 
-        first = run_pods(harness, records, killed)
+        first = run_pods(harness, records, killed, rule=rule)
         assert all(isinstance(d, RuntimeError) and "pod killed" in str(d) for d in first), first
-        assert sorted(harness.read()) == [0, 1, 2]
+        assert sorted(harness.read()) == firsts
         if harness.has_manifest:
             assert harness.manifest() is None  # half a run is never presented as complete
         models = [FakeModel() for _ in range(3)]
-        again = run_pods(harness, records, lambda i: models[i])
+        again = run_pods(harness, records, lambda i: models[i], rule=rule)
         sent = sorted(r for m in models for batch in m.batches for r in batch)
-        assert sent == sorted(k for k in keys[12:] if k != "k2")  # chunks 3-5, once each
+        # The second chunks, once each, but the repeated k2 (position 20).
+        assert sent == sorted(k for p, k in enumerate(keys) if p // 4 in seconds and p != 20)
         # Each replaced pod counts its share of the whole run: the chunks it committed before.
-        assert _counted(again) == (24, 23, 1, 6)
-        written = ids([row for chunk in harness.read().values() for row in chunk])
-        assert sorted(written) == sorted([k for k in keys if k != "k2"] + ["k2"])
-        refused = [row for chunk in harness.read("errors").values() for row in chunk]
-        assert ids(refused) == ["k2"]
-        assert "duplicate id 'k2'" in str(refused[0]["reason"])
-        if harness.has_manifest:
-            manifest = harness.manifest()
-            assert manifest is not None and manifest["recordsWritten"] == 23
-
-    def test_three_pods_over_ranges_killed_midway_and_replaced_commit_every_chunk_exactly_once(
-        self, harness: Harness
-    ) -> None:
-        if not harness.discovers_commits:
-            pytest.skip("this store cannot list committed chunks: a shared run needs it")
-        _counts_up_front(harness, CHUNK_RANGES)
-        # 24 records in 6 chunks of 4: pod i owns chunks 2i and 2i + 1 and is killed at the
-        # second, once the first is committed. k2 (chunk 0, pod 0's) comes again in chunk 5
-        # (pod 2's): the replaced pod 2 refuses it from the ids it reads before its range.
-        keys = [f"k{i}" for i in range(24)]
-        keys[20] = "k2"
-        records = [{"key": k} for k in keys]
-
-        def killed(index: int) -> FakeModel:
-            def answer(batch: Any) -> list[Outcome]:
-                if any(r.position // 4 % 2 for r in batch):
-                    eventually(lambda: 2 * index in harness.read(), timeout=30)
-                    raise RuntimeError("pod killed")
-                return [_echo(r) for r in batch]
-
-            return FakeModel(answer)
-
-        first = run_pods(harness, records, killed, rule=CHUNK_RANGES)
-        assert all(isinstance(d, RuntimeError) and "pod killed" in str(d) for d in first), first
-        assert sorted(harness.read()) == [0, 2, 4]
-        if harness.has_manifest:
-            assert harness.manifest() is None  # half a run is never presented as complete
-        models = [FakeModel() for _ in range(3)]
-        again = run_pods(harness, records, lambda i: models[i], rule=CHUNK_RANGES)
-        sent = sorted(r for m in models for batch in m.batches for r in batch)
-        assert sent == sorted(keys[4:8] + keys[12:16] + keys[21:])  # chunks 1, 3, 5 but k2
         assert _counted(again) == (24, 23, 1, 6)
         written = ids([row for chunk in harness.read().values() for row in chunk])
         assert sorted(written) == sorted(keys[:20] + keys[21:])
