@@ -13,9 +13,9 @@ person sends. Faked: nothing; the model is a small sklearn iris classifier writt
 expired token is one the plane's own signing key made with a past `exp` (e2e/tokens.py).
 
 Real control plane only: the emulator serves plain HTTP, and in-cluster clients (the verifier
-reading the issuer's keys) speak TLS to the API server; tests/security/test_tokens.py checks the
-verifier against the emulator's issuer. Skips with `real control plane:` when its binaries are
-absent, and when the kserve peer env or nginx is missing (fails in CI).
+reading the issuer's keys) speak TLS to the API server; tests/security/test_token_check_issuer.py
+checks the verifier against the emulator's issuer. Skips with `real control plane:` when its
+binaries are absent, and when the kserve peer env or nginx is missing (fails in CI).
 """
 
 from __future__ import annotations
