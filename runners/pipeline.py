@@ -124,8 +124,7 @@ class Pipeline:
 
     def _share(self) -> int | None:
         """The input's records in this pod's chunks (all of them for a one-pod run)."""
-        if self._run_total is None:  # a chunkRanges pod counted them before reading
-            self._run_total = self.source.total()
+        self._run_total = self._run_total if self.shard.ranged else self.source.total()
         return self.shard.share(self._run_total, self.tuning.chunk_size)
 
     def _model_calls(self, *, answered: bool) -> ModelCalls:
@@ -376,6 +375,7 @@ class Pipeline:
         s = self.stats
         counts: tuple[int, int, int] | None = (s.written, s.failed, s.chunks)
         if not self.shard.whole:  # the pod that finds every chunk committed completes the run
+            self.shard.check_count(self._run_total, lambda: self._retrying(self.source.total))
             counts = whole_run(self.sink, self.error_sink, size=self.tuning.chunk_size,
                                input_end=self._input_end, records=self._records,
                                retrying=self._retrying, budget=self._budget)  # fmt: skip

@@ -13,7 +13,8 @@ resume, and every source can say a record's position.
   (`Source.total`) before it reads, then reads from its range's start to its end only. When
   ids come from a field, it first reads the records before its range for their ids alone (no
   model call), so the screen refuses what a one-pod run would. The last index also owns
-  whatever lies past the counted end, so a record added after the count is still some pod's.
+  whatever lies past the counted end. After its last chunk a pod counts again
+  (`check_count`): a count that moved fails it (exit 2), as the ranges may no longer fit.
 
 Completing the run: no pod knows when the others are done, so each one, after its own last
 chunk, looks at what the output holds. The committed chunks of the whole run are a prefix
@@ -97,6 +98,23 @@ class Shard:
         )
         log(f"{shard.describe()} of the input's {chunks} ({total} records)")
         return shard
+
+    def check_count(self, counted: int | None, count: Callable[[], int | None]) -> None:
+        """Under chunkRanges, ConfigError when the input no longer holds the `counted` records
+        this pod's range came from: the pods that counted before and after the change cut
+        different ranges, and a chunk between two of them would be no pod's, so no pod would
+        ever complete the run. Exit 2 fails the run at once, saying why, rather than leave an
+        output that is never marked complete under pods that all exit 0."""
+        if not self.ranged or counted is None:
+            return
+        now = count()
+        if now != counted:
+            raise ConfigError(
+                f"partitioning: the input changed while the run ran: {counted} records when "
+                f"this pod started, {now} now, so the pods' ranges (rule chunkRanges) may no "
+                "longer fit together; leave the input as it is until the run ends, then run "
+                "it again (committed chunks are kept)"
+            )
 
     def _range(self) -> tuple[int, int | None]:
         if self.chunks is None:

@@ -120,6 +120,27 @@ def test_ranged_pods_commit_contiguous_ranges_reading_only_theirs_and_add_up_to_
     assert sent == list(range(25))  # every record once, over the three pods
 
 
+def test_a_ranged_pod_whose_input_changed_while_it_ran_exits_2_and_completes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: MemoryStore, model: FakeModel
+) -> None:
+    # Index 2 of 3 (chunks 4 to the end of 25 records) sees five records added mid-run: a pod
+    # that counted before the change and one that counted after would cut different ranges.
+    def grows(batch: Any) -> list[Outcome]:
+        if len(store.inputs) == 25:
+            store.inputs.extend({"n": i} for i in range(25, 30))
+        return [Prediction(r.id) for r in batch]
+
+    model.handler = grows
+    doc = contract(runner={"chunkSize": 4}, partitioning={"count": 3, "rule": "chunkRanges"})
+    code, summary = pod(tmp_path, monkeypatch, doc, 2)
+    assert code == 2
+    assert (
+        "the input changed while the run ran: 25 records when this pod started, 30 now"
+        in (summary["reason"])
+    )
+    assert "out" not in store.manifests  # never presented as complete
+
+
 def test_the_first_pods_to_finish_leave_the_output_incomplete(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -254,6 +275,14 @@ def test_a_ranged_shard_reads_from_its_first_missing_chunk_to_its_range_end() ->
     assert middle.before(3) == 1 and middle.before(9) == 2 and middle.before(0) == 0
     assert middle.describe() == "index 1 of 3, chunks 2 to 3"
     assert "chunks 4 to the end" in last.describe()
+
+
+def test_only_a_ranged_shard_checks_that_the_inputs_count_held() -> None:
+    ranged = _ranged(1, 3, 25)
+    ranged.check_count(25, lambda: 25)
+    with pytest.raises(ConfigError, match="25 records when this pod started, 24 now"):
+        ranged.check_count(25, lambda: 24)
+    Shard(1, 3).check_count(25, lambda: 24)  # round-robin ranges hold whatever the count
 
 
 def test_ranges_need_the_inputs_count_up_front() -> None:
