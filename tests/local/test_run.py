@@ -179,7 +179,8 @@ def test_a_run_over_several_pods_runs_each_index_and_adds_their_summaries_up(
     assert longrun_run(tmp_path, yaml_text) == 0
     seen = [json.loads(p.read_text()) for p in sorted((tmp_path / "seen").glob("attempt-*.json"))]
     assert [s["env"]["JOB_COMPLETION_INDEX"] for s in seen] == ["0", "1", "2"]
-    assert seen[0]["contract"]["partitioning"] == {"count": 3, "rule": "chunkRoundRobin"}
+    # The fake run reads an SQL table: contiguous ranges (contracts/contract.py Partitioning).
+    assert seen[0]["contract"]["partitioning"] == {"count": 3, "rule": "chunkRanges"}
     assert "records: read=30 written=30" in capsys.readouterr().err  # 3 x the fake's 10
 
 
