@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -113,13 +114,30 @@ class System:
             "PYTHONFAULTHANDLER": "1",
             **self._env,
         }
-        argv = [sys.executable, "-m", "controller", "controller"]
-        argv += ["--kubeconfig", str(self.handle.kubeconfig_path)]
-        argv += ["--health-port", str(self.health_port), "--metrics-port", str(self.metrics_port)]
-        with self.controller_log.open("wb") as log:
-            self.controller = subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=ROOT)
-        eventually(self._is_ready, timeout=60, interval=0.1)
+        self._start_controller(env)
         return self
+
+    def _start_controller(self, env: dict[str, str]) -> None:
+        """Start `longrun controller` and wait until it is ready. Its two ports were free when
+        picked (`free_port`), but another process may bind one before it does (CI saw
+        `Address already in use`): then it starts again on new ports, at most three times."""
+        assert self.handle is not None
+        for attempt in range(3):
+            argv = [sys.executable, "-m", "controller", "controller"]
+            argv += ["--kubeconfig", str(self.handle.kubeconfig_path)]
+            argv += ["--health-port", str(self.health_port)]
+            argv += ["--metrics-port", str(self.metrics_port)]
+            with self.controller_log.open("wb") as log:
+                self.controller = subprocess.Popen(argv, env=env, stdout=log, stderr=log, cwd=ROOT)
+            deadline = time.monotonic() + 60
+            while self.controller.poll() is None and time.monotonic() < deadline:
+                if self.http_get(self.health_port, "/readyz")[0] == 200:
+                    return
+                time.sleep(0.1)
+            if attempt == 2 or "Address already in use" not in self.log_tail():
+                break
+            self.health_port, self.metrics_port = free_port(), free_port()
+        eventually(self._is_ready, timeout=1, interval=0.1)  # fails with the log's tail
 
     def _start_backend(self) -> KubeHandle:
         if self.backend == "emulator":
