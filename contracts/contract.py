@@ -105,12 +105,11 @@ class Partitioning(Schema):
     can be counted and entered at any record): with K = ceil(records / chunkSize) chunks,
     counted when the pod starts, index i owns chunks [i x K // count, (i+1) x K // count), the
     last index also everything past K; an index reads its range only, and the ids before it
-    when ids come from a field. Either way each
-    index commits its own chunks under their run-wide numbers, so the output is the one a
-    single pod would write, and screens the ids before its chunks, so a duplicate id is refused
-    exactly as in a one-pod run. The index that finds, after its own last chunk, every chunk of
-    the input committed writes the output's completion marker and judges the error budget on
-    the whole run; the others leave it to it.
+    when ids come from a field. Either way each index commits its own chunks under their
+    run-wide numbers, so the output is the one a single pod would write, and screens the ids
+    before its chunks, so a duplicate id is refused exactly as in a one-pod run. The index that
+    finds, after its own last chunk, every chunk of the input committed writes the output's
+    completion marker and judges the error budget on the whole run; the others leave it to it.
     """
 
     count: int = Field(

@@ -22,11 +22,13 @@ Rules the code relies on:
 - Every retry counts in `recordsRetried` (model requests, input reads, chunk writes); the
   Prometheus metrics read the same counters (runners/metrics.py).
 - Model calls (retries, bisection, silence) are runners/modelcalls.py's; the error budget's rules
-  runners/budget.py's. The chunk that crosses the budget is committed before the run stops.
+  runners/budget.py's. The chunk that crosses the budget is committed before the run stops, and
+  the budget is judged again at the end, on the whole input.
 - `recordsRead` counts the records of committed chunks: on every exit it is recordsWritten +
   recordsFailed (records in flight when a run stops are read again later).
 - A chunk a sink refuses for values JSON cannot carry (NaN, a plug-in's object) goes again with
-  them as formats.json_records makes them, the same strings on every sink.
+  them as formats.json_records makes them, the same strings on every sink (a prediction that is
+  no JSON value fails its record).
 - A run shared by several pods (runners/shards.py): each does the above for its own chunks (past
   the others' or within its range), and counts, judges and reports its own; the one that finds
   every chunk committed completes the output and judges the whole run.
@@ -141,12 +143,8 @@ class Pipeline:
         )
 
     def run(self) -> None:
-        """Process every uncommitted chunk, then mark the output complete.
-
-        Raises Stopped on SIGTERM, BudgetExceeded when the error budget is spent, and
-        whatever a source, sink or client raised that retries could not absorb. The metrics
-        exporter starts first, when the pod names its port (runners/metrics.py).
-        """
+        """Process every uncommitted chunk, then mark the output complete. Raises Stopped
+        (SIGTERM), BudgetExceeded, or what retries could not absorb. Metrics serve first."""
         self.metrics.serve_from_env(os.environ, log=self._log)
         if self.shard.ranged:  # its range comes from the input's count (runners/shards.py)
             self._run_total = self._retrying(self.source.total)
