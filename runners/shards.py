@@ -7,8 +7,9 @@ resume, and every source can say a record's position.
 - `chunkRoundRobin`: chunk c belongs to index c mod count. Every pod reads the whole input in
   order and passes over the others' chunks, so it needs nothing up front, and the duplicate-id
   screen (runners/recordids.py) sees every id before its own chunks'.
-- `chunkRanges` (the controller's choice for Parquet input, whose files say their row counts
-  in their footers and are read from any row group): the input's K chunks are cut into count
+- `chunkRanges` (the controller's choice for Parquet input, whose footers say its row counts
+  and which is read from any row group, and for SQL tables, COUNT(*) and OFFSET in their one
+  order): the input's K chunks are cut into count
   contiguous ranges, index i owning [i*K // count, (i+1)*K // count). A pod counts the input
   (`Source.total`) before it reads, then reads from its range's start to its end only. When
   ids come from a field, it first reads the records before its range for their ids alone (no
