@@ -13,7 +13,7 @@ import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,15 @@ class Env:
         """The emulator's handle (clock, faults, restart): for `emulator_only` tests."""
         assert isinstance(self.kube, EmulatorHandle), "mark this test emulator_only"
         return self.kube
+
+    def next_minute(self) -> None:
+        """Move the emulator's clock to one second past the next whole minute: the tick of a
+        `* * * * *` schedule comes at once, and the one after it 59 s of wall time later (the
+        clock runs on with the wall; a plain advance(60) from hh:mm:55 let the next tick
+        come 5 s later and a test that waited for one execution saw two)."""
+        clock = self.emu.clock
+        now = clock.now()
+        clock.advance_to(now.replace(second=0, microsecond=0) + timedelta(minutes=1, seconds=1))
 
     def pass_time(self, seconds: float) -> None:
         """Let `seconds` pass for the cluster's controllers: the emulator's clock moves on at

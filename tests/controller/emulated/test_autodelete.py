@@ -58,7 +58,7 @@ def test_scheduled_policy_applies_to_finished_jobs(env: Env, policy: str, succee
     env.create_config(autoDeletePolicy=policy, backoffLimit=0)
     env.create_run(schedule="* * * * *")
     env.wait_phase("Scheduled")
-    env.emu.clock.advance(60)
+    env.next_minute()
     phase = "Succeeded" if succeed else "Failed"
     # The tick's Job runs a scripted pod (a Python process): the first test of a busy CI
     # machine took over 5 s from the tick to the recorded history.

@@ -29,9 +29,9 @@ def test_ticks_with_forbid_skip_while_running_and_record_history(env: Env) -> No
     env.create_run(schedule="* * * * *")
     status = env.wait_phase("Scheduled")
     assert status["cronJobName"] == "run" and status["nextScheduleTime"]
-    env.emu.clock.advance(60)
+    env.next_minute()
     pod = eventually(lambda: _running_pods(env) and _running_pods(env)[0])
-    env.emu.clock.advance(60)  # Forbid: the next tick is skipped while one runs
+    env.next_minute()  # Forbid: the next tick is skipped while one runs
     env.emu.emulator.wait_idle()
     assert len(env.jobs()) == 1
     env.scripted.finish(pod, exit_code=0, message=SUMMARY)
@@ -60,7 +60,7 @@ def test_suspend_pauses_and_resume_continues(env: Env) -> None:
     assert env.jobs() == []
     env.patch_run("run", {"spec": {"suspend": False}})
     env.wait_phase("Scheduled")
-    env.emu.clock.advance(60)  # (a tick missed while suspended may also start: Kubernetes' rule)
+    env.next_minute()  # (a tick missed while suspended may also start: Kubernetes' rule)
     eventually(lambda: len(env.jobs()) >= 1)
 
 

@@ -102,7 +102,7 @@ def test_every_spawned_pod_satisfies_restricted(env: Env) -> None:
     env.create_run("once")
     env.create_run("cron", schedule="* * * * *")
     env.wait_phase("Failed", "once")
-    env.emu.clock.advance(60)
+    env.next_minute()
     eventually(lambda: any("cron" in p["metadata"]["name"] for p in env.pods()))
     pods = env.pods()
     assert len(pods) >= 3
