@@ -63,6 +63,11 @@ TUNING = RunnerTuning(
     max_failed_records=100,
     progress_interval_seconds=3600,
 )
+# Pods that commit side by side: a store may refuse one transaction of two that met (MariaDB's
+# deadlock 1213, retried like any lock); two tries without a pause lost a pod once in six.
+POD_TUNING = TUNING.model_copy(
+    update={"max_attempts": 8, "initial_backoff_seconds": 0.05, "max_backoff_seconds": 0.5}
+)
 
 
 class Harness(Protocol):
@@ -445,6 +450,7 @@ def run_pipeline(
     model: FakeModel | None = None,
     source: Source | None = None,
     shard: Shard | None = None,
+    tuning: RunnerTuning = TUNING,
 ) -> Stats:
     """Run the pipeline into the harness's sinks from `source`, else from the harness's own
     source when it `feeds_pipeline`, else from an in-memory input (ids from `key`); as the
@@ -462,7 +468,7 @@ def run_pipeline(
             sink=sink,
             error_sink=errors,
             client=model or FakeModel(),
-            tuning=TUNING,
+            tuning=tuning,
             stats=stats,
             ids_from_field=True,
             shard=shard,
@@ -487,7 +493,12 @@ def run_pods(
         try:
             shard = Shard(index, pods, rule)
             done[index] = run_pipeline(
-                harness, records, model=model(index), source=sources[index], shard=shard
+                harness,
+                records,
+                model=model(index),
+                source=sources[index],
+                shard=shard,
+                tuning=POD_TUNING,
             )
         except BaseException as exc:
             done[index] = exc
