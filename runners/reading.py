@@ -8,14 +8,62 @@ and `make_record` per record; the positions and reasons are the same as formats'
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
-from contracts.storage_fields import OPENAI_BATCH
+from contracts.storage_fields import OPENAI_BATCH, PARQUET
 from runners import jsonio
 from runners.api import InputRecord
 from runners.formats import UnreadableRecord, make_record, parse_rows
+
+if TYPE_CHECKING:
+    from runners.parquet import Readable
+
+P = TypeVar("P")  # a file's path, an object's key
+
+
+def read_part(
+    part: P,
+    fmt: str,
+    *,
+    lines: Callable[[P], Iterable[str]],
+    binary: Callable[[P], Readable],
+    where: str,
+    start: int,
+    skip: int,
+    id_field: str | None,
+    record_field: str | None,
+) -> Generator[InputRecord, None, int]:
+    """The records at positions >= `skip` of one file or object (`part`) of a file or s3
+    source in format `fmt`, its first record at `start`: Parquet from `binary(part)` (a path
+    or a seekable file), any other format from the text lines `lines(part)` gives (closed
+    when done); returns how many positions it holds."""
+    if fmt == PARQUET:
+        from runners import parquet  # imports pyarrow (0.2 s of CPU): Parquet runs only
+
+        return (
+            yield from parquet.read_records(
+                binary(part),
+                where=where,
+                start=start,
+                skip=skip,
+                id_field=id_field,
+                record_field=record_field,
+            )
+        )
+    text = lines(part)
+    try:
+        return (
+            yield from read_records(
+                text, fmt=fmt, start=start, skip=skip, id_field=id_field, record_field=record_field
+            )
+        )
+    finally:
+        close = getattr(text, "close", None)
+        if close is not None:
+            close()
 
 
 def read_records(

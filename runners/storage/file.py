@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from contracts.storage import FileStorage
 from contracts.storage_fields import PARQUET
@@ -41,7 +41,7 @@ from runners.api import (
 )
 from runners.chunkcodec import ChunkCodec
 from runners.formats import TEXT_ENCODING, guess_format, parse_rows
-from runners.reading import read_records
+from runners.reading import read_part
 from runners.storage.owners import MARKER, Owner, refusal
 
 MANIFEST = "_SUCCESS"
@@ -81,28 +81,17 @@ class FileSource(Source):
         """Records with position >= skip; positions continue across files."""
         start = 0
         for path in self.files:
-            fmt = guess_format(path.name, self.settings.format)
-            if fmt == PARQUET:
-                from runners import parquet  # imports pyarrow (0.2 s of CPU): Parquet runs only
-
-                start += yield from parquet.read_records(
-                    path,
-                    where=f"path: {path}",
-                    start=start,
-                    skip=skip,
-                    id_field=self.settings.id_field,
-                    record_field=self.settings.record_field,
-                )
-                continue
-            with path.open(encoding=TEXT_ENCODING, newline="") as handle:
-                start += yield from read_records(
-                    handle,
-                    fmt=fmt,
-                    start=start,
-                    skip=skip,
-                    id_field=self.settings.id_field,
-                    record_field=self.settings.record_field,
-                )
+            start += yield from read_part(
+                path,
+                guess_format(path.name, self.settings.format),
+                lines=_text,
+                binary=Path,  # pyarrow reads the file itself
+                where=f"path: {path}",
+                start=start,
+                skip=skip,
+                id_field=self.settings.id_field,
+                record_field=self.settings.record_field,
+            )
 
     def total(self) -> int | None:
         """How many positions the files hold: one pass, JSON left undecoded (CSV rows parsed,
@@ -122,6 +111,10 @@ class FileSource(Source):
 
     def close(self) -> None:
         """Nothing to close: files are closed as they are finished."""
+
+
+def _text(path: Path) -> IO[str]:
+    return path.open(encoding=TEXT_ENCODING, newline="")
 
 
 def _is_data(name: str) -> bool:

@@ -57,7 +57,7 @@ from runners.api import (
 from runners.chunkcodec import ChunkCodec
 from runners.formats import guess_format, iter_text_lines
 from runners.netguard import Guard, guard_boto_client
-from runners.reading import read_records
+from runners.reading import read_part
 from runners.secrets import read_secret
 from runners.storage.owners import MARKER, Owner, refusal
 from runners.tls import verify
@@ -161,22 +161,12 @@ class S3Source(Source):
         """Records with position >= skip; positions continue across objects."""
         start = 0
         for key in self._keys():
-            fmt = guess_format(key, self.settings.format)
-            if fmt == PARQUET:
-                from runners import parquet  # imports pyarrow (0.2 s of CPU): Parquet runs only
-
-                start += yield from parquet.read_records(
-                    self._object(key),
-                    where=f"key: s3://{self.settings.bucket}/{key}",
-                    start=start,
-                    skip=skip,
-                    id_field=self.settings.id_field,
-                    record_field=self.settings.record_field,
-                )
-                continue
-            start += yield from read_records(
-                self._lines(key),
-                fmt=fmt,
+            start += yield from read_part(
+                key,
+                guess_format(key, self.settings.format),
+                lines=self._lines,
+                binary=self._object,
+                where=f"key: s3://{self.settings.bucket}/{key}",
                 start=start,
                 skip=skip,
                 id_field=self.settings.id_field,
