@@ -239,6 +239,14 @@ class RunResult(Schema):
     reason: Annotated[str, StringConstraints(max_length=1024)] | None = Field(
         default=None, description="Why the execution failed, when it did."
     )
+    run_completed: bool | None = Field(
+        default=None,
+        description=(
+            "A run over several pods: whether this pod found every chunk of the run committed "
+            "and marked the output complete (summed over the pods: whether one did). When "
+            "every pod ended well and none did, the run failed with OutputIncomplete."
+        ),
+    )
     prompt_tokens: int | None = Field(
         default=None, ge=0, description="OpenAI protocols: prompt tokens of the written records."
     )

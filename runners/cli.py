@@ -230,6 +230,7 @@ def _report(
         output=opened.sink.location[:2048],
         error_output=opened.error_sink.location[:2048],
         reason=reason[:1024] if reason else None,
+        run_completed=stats.run_completed,
     )
     write_summary(result)
     return code

@@ -71,6 +71,7 @@ class Stats:
     completion_tokens: int = 0
     total_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    run_completed: bool | None = None  # a pod of several: it completed the whole run
 
     def add(self, **counts: int) -> None:
         """Add to counters by name, atomically."""

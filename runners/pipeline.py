@@ -66,7 +66,7 @@ from runners.retry import (
     call_with_retry,
     source_records,
 )
-from runners.shards import Shard, early_excess, whole_run
+from runners.shards import Shard, early_excess, held, whole_run
 
 T = TypeVar("T")
 _POLL = 0.2  # seconds: how soon a blocked reader sees SIGTERM or a failed run
@@ -233,8 +233,7 @@ class Pipeline:
         self._flush(pool, self._job, self._batch)
 
     def _pass_over(self, block: list[InputRecord]) -> None:
-        """Records of a committed chunk or of another pod's: only their ids, which later
-        records may repeat."""
+        """Records of a committed chunk or another pod's: their ids, which others may repeat."""
         self._check_running()
         if self._ids.remembers:
             self._ids.remember([r.id for r in block if not isinstance(r, UnreadableRecord)])
@@ -372,11 +371,14 @@ class Pipeline:
         self._check_budget([], final=True)
         s = self.stats
         counts: tuple[int, int, int] | None = (s.written, s.failed, s.chunks)
-        if not self.shard.whole:  # the pod that finds every chunk committed completes the run
+        if self.shard.whole:
+            held((self.sink, self.error_sink), self._input_end, s.written + s.failed, self._records)
+        else:  # the pod that finds every chunk committed completes the run
             self.shard.check_count(self._run_total, lambda: self._retrying(self.source.total))
             counts = whole_run(self.sink, self.error_sink, size=self.tuning.chunk_size,
                                input_end=self._input_end, records=self._records,
                                retrying=self._retrying, budget=self._budget)  # fmt: skip
+            self.stats.run_completed = counts is not None  # the controller checks one did
             self._log(f"{self.shard.describe()}: {'completing' if counts else 'done'}")
         if counts is None:
             return

@@ -22,7 +22,10 @@ chunk, looks at what the output holds. The committed chunks of the whole run are
 0..K-1 with no input record at position K x chunkSize exactly when every chunk is committed;
 the pod that finds so writes the completion marker and judges the error budget on the whole
 run. Each pod looks after its own last commit, so the last pod to commit always finds it;
-two that find it at once write the same manifest.
+two that find it at once write the same manifest. It completes only when the committed chunks
+hold the input's records (`held`, which a one-pod run checks too), and each pod's summary
+says whether it completed the run: when all exit 0 and none did, the controller fails the
+run (controller/core/jobs.py `incomplete`).
 """
 
 from __future__ import annotations
@@ -192,7 +195,8 @@ def whole_run(
     budget: Budget,
 ) -> tuple[int, int, int] | None:
     """(written, failed, chunks) of the whole run when every chunk of it is committed, else None;
-    BudgetExceeded when the whole run's failures are over its budget.
+    BudgetExceeded when the whole run's failures are over its budget; ConfigError when the
+    committed chunks do not hold the input's records (`held`).
 
     `input_end` is past the input's last position, when this pod read up to there; else
     (it read nothing) the input is probed where the committed chunks end.
@@ -208,10 +212,45 @@ def whole_run(
         return None
     counts = committed_counts(sink, error_sink, chunks, retrying=retrying)
     written, failed = counts.get("written", 0), counts.get("failed", 0)
+    held((sink, error_sink), input_end, written + failed, records)
     excess = budget.excess(failed, written + failed, total=None, final=True)
     if excess:
         raise BudgetExceeded(f"{excess} (the whole run, all its pods)")
     return written, failed, len(chunks)
+
+
+def held(
+    sinks: tuple[Sink, Sink],
+    input_end: int | None,
+    count: int,
+    records: Callable[[int], Generator[InputRecord, None, None]],
+) -> None:
+    """ConfigError unless the committed chunks' `count` records (written or failed) are the
+    input's: as many as the positions up to `input_end` (this pod read there) or, when it
+    did not read there, with no record at position `count` (positions are dense: each is one
+    record, readable or not, and each of those is written or failed once).
+
+    They differ when the input changed while the run ran: records were appended after a pod
+    read to the end and committed the last chunk as it was then, and a pod that read later
+    (or a later attempt, resuming) committed the chunks past it; the records between were
+    never sent, yet every chunk is committed. Completing would present that output as whole.
+    Not judged where a sink cannot count what its chunks hold (a plug-in's that keeps the
+    Sink default: `count` is then short).
+    """
+    if any(type(sink).committed_records is Sink.committed_records for sink in sinks):
+        return
+    if input_end is not None:
+        ok, now = count == input_end, str(input_end)
+    else:
+        with contextlib.closing(records(count)) as rest:
+            ok, now = next(rest, None) is None, f"more than {count}"
+    if not ok:
+        raise ConfigError(
+            f"the input changed while the run ran: the output's committed chunks hold {count} "
+            f"records and the input has {now} now, so the output does not hold each input "
+            "record once. It is not marked complete and cannot be as it is: delete it (or give "
+            "the run a new output), then run again, leaving the input as it is until it ends"
+        )
 
 
 def early_excess(budget: Budget, failed: int, *, run: int | None) -> str | None:

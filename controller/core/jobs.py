@@ -58,6 +58,7 @@ class RunnerExit:
     exit_code: int | None
     result: RunResult | None
     note: str | None = None
+    indexes: int = 1  # of a run over several pods: how many indexes' summaries this adds up
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -202,7 +203,7 @@ def combined(exits: Sequence[RunnerExit]) -> RunnerExit:
     reason = lead.result.reason if lead.result is not None else None
     result = summed_result(results, reason=reason) if results else None
     note = next((e.note for e in exits if e.note), None)
-    return RunnerExit(lead.exit_code, result, note)
+    return RunnerExit(lead.exit_code, result, note, len(results))
 
 
 def job_indexes(job: Obj) -> int:
@@ -213,13 +214,41 @@ def job_indexes(job: Obj) -> int:
     return max(int(spec.get("completions") or 1), 1)
 
 
-def with_runner_reason(state: JobState, exit_: RunnerExit | None) -> JobState:
+def with_runner_reason(state: JobState, exit_: RunnerExit | None, job: Obj) -> JobState:
     """The Job's state, with `ErrorBudgetExceeded` instead of `BadContract` when the runner's
-    summary says exit code 2 came from a spent error budget (both are final)."""
-    reason = (exit_.result.reason or "") if exit_ is not None and exit_.result is not None else ""
+    summary says exit code 2 came from a spent error budget (both are final), and Failed
+    (`OutputIncomplete`) for a Job over several pods that succeeded though none of its pods
+    completed the run (`incomplete`)."""
+    result = exit_.result if exit_ is not None else None
+    reason = (result.reason or "") if result is not None else ""
     if state.reason == "BadContract" and reason.startswith(BUDGET_REASON_PREFIX):
         return replace(state, reason="ErrorBudgetExceeded")
+    if state.phase == "Succeeded" and exit_ is not None and incomplete(exit_, job_indexes(job)):
+        return replace(state, phase="Failed", reason="OutputIncomplete", message=INCOMPLETE)
     return state
+
+
+INCOMPLETE = (
+    "every pod of the run ended well, but none found every chunk of the run committed, so "
+    "the output is not marked complete and some records were never sent: the input changed "
+    "while the run ran (a pod that read it later saw more records). Leave the input as it is "
+    "and run it again: committed chunks are kept"
+)
+
+
+def incomplete(exit_: RunnerExit, indexes: int) -> bool:
+    """Of a run over `indexes` pods: every index's summary is known, each says whether its pod
+    completed the run, and none did. The pod that finds every chunk committed completes it,
+    and the last to commit always finds it (runners/shards.py), unless the pods read
+    different inputs: then chunks past what one pod read are no pod's, and the Job succeeds
+    with records never sent. Unknown (a summary lost, a runner too old to say): not judged."""
+    result = exit_.result
+    return (
+        indexes > 1
+        and exit_.indexes == indexes
+        and result is not None
+        and result.run_completed is False
+    )
 
 
 def failure_message(state: JobState, exit_: RunnerExit | None) -> str:

@@ -37,6 +37,13 @@ def _total(values: Iterable[int | None]) -> int | None:
     return min(sum(known), COUNT_MAX) if known else None
 
 
+def _completed(said: Iterable[bool | None]) -> bool | None:
+    """Whether one index completed the run: None unless every index says (a runner too old
+    to say, a summary lost)."""
+    values = list(said)
+    return None if None in values else any(values)
+
+
 def summed_result(results: Sequence[RunResult], *, reason: str | None) -> RunResult:
     """The run's summary from its indexes' summaries: counts and tokens add, the duration is
     the longest (they ran side by side), output places are the same for all; `reason` is
@@ -51,6 +58,7 @@ def summed_result(results: Sequence[RunResult], *, reason: str | None) -> RunRes
         output=next((r.output for r in results if r.output), None),
         error_output=next((r.error_output for r in results if r.error_output), None),
         reason=reason,
+        run_completed=_completed(r.run_completed for r in results),
         prompt_tokens=_total(r.prompt_tokens for r in results),
         completion_tokens=_total(r.completion_tokens for r in results),
         total_tokens=_total(r.total_tokens for r in results),

@@ -134,7 +134,7 @@ def one_shot_status(obs: Observed, *, problem: Problem | None, now: datetime) ->
     """Status of a one-shot run from its Job and pods."""
     job_name = (obs.job or {}).get("metadata", {}).get("name")
     exit_ = _runner_exit(obs, job_name)
-    state = with_runner_reason(job_state(obs.job), exit_) if obs.job is not None else None
+    state = with_runner_reason(job_state(obs.job), exit_, obs.job) if obs.job is not None else None
     phase = one_shot_phase(obs, state)
     failed_msg = failure_message(state, exit_) if state and state.phase == "Failed" else ""
     note = exit_.note if exit_ else None
@@ -267,6 +267,7 @@ def execution_of(job: Obj, pods: Sequence[Obj]) -> Execution:
     meta = job.get("metadata") or {}
     state = job_state(job)
     exit_ = runner_exit(pods, meta["name"]) if is_finished(state) else None
+    state = with_runner_reason(state, exit_, job)
     scheduled = parse_time((meta.get("annotations") or {}).get(SCHEDULED_ANNOTATION))
     return Execution(
         job_name=meta["name"],

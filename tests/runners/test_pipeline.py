@@ -18,6 +18,7 @@ from memory_backend import MemoryBackend, MemorySink, MemorySource, MemoryStore
 from contracts.config import RunnerTuning
 from runners.api import (
     BatchRejected,
+    ConfigError,
     ErrorRecord,
     InputRecord,
     Outcome,
@@ -258,11 +259,32 @@ def test_budget_counts_failures_committed_before_a_restart() -> None:
 
 def test_resume_rewrites_stale_error_chunk_of_first_uncommitted_chunk() -> None:
     store = MemoryStore()
-    store.chunks["out"] = {0: []}
+    store.chunks["out"] = {0: old_rows(10)}
     store.chunks["err"] = {1: [{"id": "stale", "reason": "from the killed attempt"}]}
     store, stats = run(FakeModel(), records=20, chunkSize=10, store=store)
     assert store.chunks["err"][1] == []
     assert stats.failed == 0  # the stale chunk is not counted, though the error sink holds it
+
+
+def test_a_resumed_run_whose_input_grew_past_its_last_committed_chunk_never_completes() -> None:
+    # An earlier attempt read 25 records to the end and committed chunk 2 with 5 of them;
+    # 8 records came since. Resumed at chunk 3 the run would send 30-32 and never 25-29.
+    store = MemoryStore()
+    store.chunks["out"] = {0: old_rows(10), 1: old_rows(10), 2: old_rows(5)}
+    with pytest.raises(ConfigError, match="input changed while the run ran") as caught:
+        run(FakeModel(), records=33, chunkSize=10, store=store)
+    assert "committed chunks hold 28 records and the input has 33 now" in str(caught.value)
+    assert "out" not in store.manifests  # never presented as complete
+
+
+def test_a_resumed_run_with_nothing_left_to_read_probes_the_input_past_what_it_holds() -> None:
+    store = MemoryStore()
+    store.chunks["out"] = {0: old_rows(10), 1: old_rows(10), 2: old_rows(5)}
+    with pytest.raises(ConfigError, match="hold 25 records and the input has more than 25 now"):
+        run(FakeModel(), records=29, chunkSize=10, store=store)  # 25-28: in chunk 2, unsent
+    assert "out" not in store.manifests
+    store, stats = run(FakeModel(), records=25, chunkSize=10, store=store)
+    assert store.manifests["out"]["recordsWritten"] == 25 and stats.written == 25
 
 
 class UncountingSink(Sink):

@@ -81,6 +81,7 @@ def test_each_pod_commits_only_its_chunks_and_their_summaries_add_up_to_the_run(
     # 25 records in chunks of 4: chunks 0-6, the last of one record (pod 0's).
     assert [s["recordsWritten"] for s in summaries] == [9, 8, 8]
     assert [s["chunks"] for s in summaries] == [3, 2, 2]
+    assert [s["runCompleted"] for s in summaries] == [False, False, True]  # the last to commit
     assert sorted(store.chunks["out"]) == list(range(7))
     assert store.manifests["out"] == {"recordsWritten": 25, "recordsFailed": 0, "chunks": 7}
     sent = sorted(int(r) for batch in model.batches for r in batch)
@@ -154,6 +155,51 @@ def test_the_first_pods_to_finish_leave_the_output_incomplete(
     assert pod(tmp_path, monkeypatch, doc, 0)[0] == 0
     assert store.manifests["out"]["recordsWritten"] == 25
     assert "index 0 of 2: completing" in capsys.readouterr().err
+
+
+def _grown_between_pods(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: MemoryStore, added: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """Index 0 of 3 reads the 25 records (chunks of 4: its own are 0, 3 and 6, the last of
+    one record); `added` records are appended; then indexes 1 and 2 read."""
+    doc = shared(3)
+    done = [pod(tmp_path, monkeypatch, doc, 0)]
+    store.inputs.extend({"n": i} for i in range(25, 25 + added))
+    return done + [pod(tmp_path, monkeypatch, doc, i) for i in (1, 2)]
+
+
+def test_the_pod_that_finds_the_committed_chunks_hold_fewer_records_than_the_input_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: MemoryStore
+) -> None:
+    # 29 records: index 1 commits chunk 7 (position 28) and index 2 completes the prefix 0-7,
+    # but chunk 6 holds the one record index 0 read where there are four now.
+    done = _grown_between_pods(tmp_path, monkeypatch, store, 4)
+    assert [code for code, _ in done] == [0, 0, 2]
+    reason = done[2][1]["reason"]
+    assert "the input changed while the run ran" in reason
+    assert "committed chunks hold 26 records and the input has 29 now" in reason
+    assert "delete it (or give the run a new output)" in reason
+    assert "out" not in store.manifests  # never presented as complete
+
+
+def test_round_robin_pods_that_leave_a_chunk_no_pod_read_all_exit_0_and_say_none_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: MemoryStore
+) -> None:
+    # 37 records: chunk 9 (position 36) is index 0's, which read 25. No pod finds the run
+    # complete and each summary says so: the controller fails such a run
+    # (controller/core/jobs.py `incomplete`), which its Job alone would call succeeded.
+    done = _grown_between_pods(tmp_path, monkeypatch, store, 12)
+    assert [code for code, _ in done] == [0, 0, 0]
+    assert [summary["runCompleted"] for _, summary in done] == [False, False, False]
+    assert "out" not in store.manifests
+
+
+def test_a_one_pod_run_says_nothing_of_completing_a_shared_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: MemoryStore
+) -> None:
+    code, summary = pod(tmp_path, monkeypatch, contract(runner={"chunkSize": 4}), None)
+    assert code == 0 and "runCompleted" not in summary
+    assert store.manifests["out"]["recordsWritten"] == 25
 
 
 def test_the_budget_is_judged_on_the_whole_run_by_the_pod_that_completes_it(

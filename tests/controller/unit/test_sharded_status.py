@@ -127,6 +127,39 @@ def test_a_failed_index_gives_the_run_its_exit_code_and_reason() -> None:
     assert "runner exit code 4: calling the model failed" in (status.message or "")
 
 
+def _completed_by(*which: bool | None) -> list[dict[str, Any]]:
+    """Three indexes that exited 0, each saying (or not: None) whether it completed the run."""
+    said = [{} if w is None else {"runCompleted": w} for w in which]
+    return [shard_pod(i, exit_code=0, message=summary(10, **more)) for i, more in enumerate(said)]
+
+
+def test_a_succeeded_job_whose_pods_all_say_none_completed_the_run_fails_output_incomplete() -> (
+    None
+):
+    obs = observed(job=indexed_job(**finished("Complete")), pods=_completed_by(False, False, False))
+    status = decide(obs, SETTINGS, now=NOW).status
+    assert status.phase == "Failed" and status.result is not None
+    assert status.result.run_completed is False and status.result.records_read == 30
+    failed = next(c for c in status.conditions if c.type == "Failed")
+    assert (failed.status, failed.reason) == ("True", "OutputIncomplete")
+    assert "input changed while the run ran" in (status.message or "")
+    assert "run it again: committed chunks are kept" in (status.message or "")
+
+
+def test_one_index_that_completed_the_run_makes_it_succeed() -> None:
+    obs = observed(job=indexed_job(**finished("Complete")), pods=_completed_by(False, True, False))
+    status = decide(obs, SETTINGS, now=NOW).status
+    assert status.phase == "Succeeded" and status.result is not None
+    assert status.result.run_completed is True
+
+
+def test_an_index_that_does_not_say_or_whose_summary_is_missing_leaves_the_job_trusted() -> None:
+    # A runner too old to say, or a summary lost: the Job's own verdict stands.
+    for pods in (_completed_by(False, None, False), _completed_by(False, False)):
+        obs = observed(job=indexed_job(**finished("Complete")), pods=pods)
+        assert decide(obs, SETTINGS, now=NOW).status.phase == "Succeeded"
+
+
 def test_a_cancelled_run_adds_up_its_indexes_whether_their_pods_are_cached_or_deleted() -> None:
     stopped = summary(40, reason="stopped by SIGTERM")
     cached = [shard_pod(0, exit_code=143, message=stopped)]
@@ -229,3 +262,15 @@ def test_a_scheduled_runs_history_adds_up_each_executions_indexes() -> None:
     [execution] = decide(obs, SETTINGS, now=NOW).status.history
     assert execution.phase == "Succeeded" and execution.result is not None
     assert execution.result.records_read == 60
+
+
+def test_a_scheduled_execution_that_no_pod_completed_is_recorded_failed() -> None:
+    job = indexed_job(**finished("Complete"))
+    job["metadata"]["name"] = "run-29000000"
+    job["metadata"]["ownerReferences"][0]["kind"] = "CronJob"
+    pods = _completed_by(False, False, False)
+    for pod in pods:
+        pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "run-29000000"
+    obs = observed({"schedule": "0 * * * *"}, jobs=[job], pods=pods)
+    [execution] = decide(obs, SETTINGS, now=NOW).status.history
+    assert execution.phase == "Failed"
