@@ -186,7 +186,9 @@ class Env:
     def status(self, name: str = "run") -> Obj:
         return (self.run(name) or {}).get("status") or {}
 
-    def wait_phase(self, phase: str, name: str = "run", timeout: float = 10.0) -> Obj:
+    def wait_phase(self, phase: str, name: str = "run", timeout: float = 30.0) -> Obj:
+        # 30 s: a real control plane on a busy 2-core machine (a compile beside the suite) took
+        # over 10 s from a run's creation to its scripted pod's end (the emulator: ~1 s).
         return eventually(
             lambda: self.status(name).get("phase") == phase and self.status(name), timeout=timeout
         )

@@ -79,4 +79,4 @@ def test_delay_lets_users_read_the_final_status_first(env: Env) -> None:
     env.create_run()
     status = env.wait_phase("Succeeded")
     assert status["result"]["recordsRead"] == 10
-    eventually(lambda: env.run() is None, timeout=10)
+    eventually(lambda: env.run() is None, timeout=30)
