@@ -210,9 +210,15 @@ class Sink(Protocol):
       writing the same index twice leaves exactly one copy.
     - `finish(summary)` marks the output complete (e.g. a manifest); called once at the end.
     - `location` is a human-readable address of the output (s3://..., table name, path).
+    - `counts_committed` says that `committed()` and `committed_records` report all this
+      sink holds; then the runner checks, before `finish`, that the committed chunks hold
+      the whole input (runners/shards.py `held`). True for the file, s3 and SQL stores;
+      False (the default) for the pod log, HTTP and Krateo receivers (whose counts are
+      theirs to say) and plug-ins unless they set it.
     """
 
     location: str
+    counts_committed: bool = False
 
     def committed(self) -> set[int]: ...
 

@@ -234,10 +234,10 @@ def held(
     read to the end and committed the last chunk as it was then, and a pod that read later
     (or a later attempt, resuming) committed the chunks past it; the records between were
     never sent, yet every chunk is committed. Completing would present that output as whole.
-    Not judged where a sink cannot count what its chunks hold (a plug-in's that keeps the
-    Sink default: `count` is then short).
+    Not judged unless both sinks count what they hold (`Sink.counts_committed`): the pod
+    log, a receiver without a committed URL or a plug-in's sink would make `count` short.
     """
-    if any(type(sink).committed_records is Sink.committed_records for sink in sinks):
+    if not all(getattr(sink, "counts_committed", False) for sink in sinks):
         return
     if input_end is not None:
         ok, now = count == input_end, str(input_end)

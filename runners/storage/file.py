@@ -124,6 +124,8 @@ def _is_data(name: str) -> bool:
 class FileSink(Sink):
     """One file per chunk in a directory, written by atomic rename."""
 
+    counts_committed = True  # its chunk files say what it holds
+
     def __init__(self, settings: FileStorage, ctx: RunContext, *, role: str) -> None:
         self.dir = Path(ctx.execution_subpath(settings.path))
         self.codec = ChunkCodec.of(settings, ctx, role=role)

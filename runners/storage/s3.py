@@ -227,6 +227,8 @@ class S3Source(Source):
 class S3Sink(Sink):
     """One object per chunk under `prefix`."""
 
+    counts_committed = True  # its chunk objects say what it holds
+
     def __init__(self, settings: S3Storage, ctx: RunContext, *, role: str) -> None:
         self.bucket = settings.bucket
         self.prefix = ctx.execution_subpath(settings.prefix or "").rstrip("/")

@@ -270,6 +270,8 @@ class SqlSource(Source):
 class SqlSink(Sink):
     """Chunks as rows of an output table plus a commit table."""
 
+    counts_committed = True  # its commit table says what it holds
+
     def __init__(self, settings: SqlStorage, ctx: RunContext, *, role: str) -> None:
         assert settings.table is not None  # check_output guarantees it
         self.ctx = ctx

@@ -76,6 +76,8 @@ class MemorySource(Source):
 
 
 class MemorySink(Sink):
+    counts_committed = True
+
     def __init__(self, store: MemoryStore, name: str, *, owner: tuple[str, str, str]) -> None:
         self.store = store
         self.location = f"memory://{name}"
