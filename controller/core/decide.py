@@ -184,9 +184,11 @@ def _scheduled(obs: Observed, settings: Settings, *, now: datetime) -> Decision:
     deletions: list[Delete[Kind]] = []
     if resolved is not None:
         spec = resolved.config_spec
+        phases = {e.job_name: e.phase for e in status.history}  # the runner's word folded in
         for job in obs.jobs:
+            phase = phases.get(job["metadata"]["name"])
             wait = _job_deletion_wait(
-                job, spec.auto_delete_policy, spec.auto_delete_delay_seconds, now
+                job, phase, spec.auto_delete_policy, spec.auto_delete_delay_seconds, now
             )
             if wait == 0:
                 deletions.append(_delete("Job", job, why=spec.auto_delete_policy))
@@ -359,10 +361,16 @@ def _run_deletion(
     return (_delete("InferenceRun", obs.run, why=policy),), None
 
 
-def _job_deletion_wait(job: Obj, policy: str, delay: int, now: datetime) -> float | None:
-    """None: keep the Job; 0: delete it now; else: seconds until it may be deleted."""
+def _job_deletion_wait(
+    job: Obj, phase: str | None, policy: str, delay: int, now: datetime
+) -> float | None:
+    """None: keep the Job; 0: delete it now; else: seconds until it may be deleted. `phase`
+    is its execution's in the history: a Job that succeeded though its pods left the output
+    incomplete (OutputIncomplete) failed, and DeleteOnSuccess keeps it."""
     state = job_state(job)
-    if not is_finished(state) or not should_delete(policy, state.phase) or is_deleting(job):
+    if not is_finished(state) or not should_delete(policy, phase or state.phase):
+        return None
+    if is_deleting(job):  # asked once
         return None
     return max(_remaining(state.finish_time, delay, now=now), 0.0)
 

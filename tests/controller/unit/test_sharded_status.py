@@ -264,13 +264,25 @@ def test_a_scheduled_runs_history_adds_up_each_executions_indexes() -> None:
     assert execution.result.records_read == 60
 
 
-def test_a_scheduled_execution_that_no_pod_completed_is_recorded_failed() -> None:
+def _scheduled(*which: bool | None, policy: str = "None") -> Observed:
+    """A scheduled run's finished Indexed Job whose pods say whether they completed it."""
     job = indexed_job(**finished("Complete"))
     job["metadata"]["name"] = "run-29000000"
     job["metadata"]["ownerReferences"][0]["kind"] = "CronJob"
-    pods = _completed_by(False, False, False)
+    pods = _completed_by(*which)
     for pod in pods:
         pod["metadata"]["labels"]["batch.kubernetes.io/job-name"] = "run-29000000"
-    obs = observed({"schedule": "0 * * * *"}, jobs=[job], pods=pods)
-    [execution] = decide(obs, SETTINGS, now=NOW).status.history
+    cfg = config(autoDeletePolicy=policy)
+    return observed({"schedule": "0 * * * *"}, jobs=[job], pods=pods, config=cfg)
+
+
+def test_a_scheduled_execution_that_no_pod_completed_is_recorded_failed() -> None:
+    [execution] = decide(_scheduled(False, False, False), SETTINGS, now=NOW).status.history
     assert execution.phase == "Failed"
+
+
+def test_delete_on_success_keeps_the_job_of_an_execution_no_pod_completed() -> None:
+    kept = decide(_scheduled(False, False, False, policy="DeleteOnSuccess"), SETTINGS, now=NOW)
+    assert kept.deletions == ()
+    gone = decide(_scheduled(False, True, False, policy="DeleteOnSuccess"), SETTINGS, now=NOW)
+    assert [d.name for d in gone.deletions] == ["run-29000000"]
