@@ -368,9 +368,9 @@ def _job_deletion_wait(
     is its execution's in the history: a Job that succeeded though its pods left the output
     incomplete (OutputIncomplete) failed, and DeleteOnSuccess keeps it."""
     state = job_state(job)
-    if not is_finished(state) or not should_delete(policy, phase or state.phase):
+    if not is_finished(state) or is_deleting(job):
         return None
-    if is_deleting(job):  # asked once
+    if not should_delete(policy, phase or state.phase):
         return None
     return max(_remaining(state.finish_time, delay, now=now), 0.0)
 

@@ -231,8 +231,9 @@ def with_runner_reason(state: JobState, exit_: RunnerExit | None, job: Obj) -> J
 INCOMPLETE = (
     "every pod of the run ended well, but none found every chunk of the run committed, so "
     "the output is not marked complete and some records were never sent: the input changed "
-    "while the run ran (a pod that read it later saw more records). Leave the input as it is "
-    "and run it again: committed chunks are kept"
+    "while the run ran (a pod that read it later saw more records). Delete the output (or "
+    "give the run a new one) and run again, leaving the input as it is until the run ends: "
+    "the committed chunks hold records of the input as it was"
 )
 
 

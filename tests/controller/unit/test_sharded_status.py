@@ -143,7 +143,7 @@ def test_a_succeeded_job_whose_pods_all_say_none_completed_the_run_fails_output_
     failed = next(c for c in status.conditions if c.type == "Failed")
     assert (failed.status, failed.reason) == ("True", "OutputIncomplete")
     assert "input changed while the run ran" in (status.message or "")
-    assert "run it again: committed chunks are kept" in (status.message or "")
+    assert "Delete the output (or give the run a new one) and run again" in (status.message or "")
 
 
 def test_one_index_that_completed_the_run_makes_it_succeed() -> None:
