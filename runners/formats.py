@@ -85,6 +85,15 @@ def parse_rows(lines: Iterable[str], *, fmt: str, skip: int = 0) -> Iterator[Row
     return _read_csv(lines) if fmt == "csv" else _read_jsonl(lines, skip=skip)
 
 
+def count_positions(lines: Iterable[str], *, fmt: str) -> int:
+    """How many positions `lines` hold in `fmt`, JSON left undecoded: CSV rows parsed (a
+    quoted field may span lines); for the JSON line formats, the non-blank lines, counted in
+    C loops (`map`, no Python step per line)."""
+    if fmt == "csv":
+        return sum(1 for _ in _read_csv(lines))
+    return sum(map(bool, map(str.strip, lines)))
+
+
 def make_record(
     row: dict[str, Any] | str,
     position: int,

@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import sys
 from collections.abc import Generator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -40,7 +39,7 @@ from runners.api import (
     StorageBackend,
 )
 from runners.chunkcodec import ChunkCodec
-from runners.formats import TEXT_ENCODING, guess_format, parse_rows
+from runners.formats import TEXT_ENCODING, count_positions, guess_format
 from runners.reading import read_part
 from runners.storage.owners import MARKER, Owner, refusal
 
@@ -106,7 +105,7 @@ class FileSource(Source):
                 count += parquet.count_rows(path, where=f"path: {path}")
                 continue
             with path.open(encoding=TEXT_ENCODING, newline="") as handle:
-                count += sum(1 for _ in parse_rows(handle, fmt=fmt, skip=sys.maxsize))
+                count += count_positions(handle, fmt=fmt)
         return count
 
     def close(self) -> None:

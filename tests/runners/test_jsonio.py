@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,14 @@ import pytest
 
 from runners import jsonio
 from runners.api import ErrorRecord, InputRecord, OutputRecord
-from runners.formats import UnreadableRecord, decode_chunk, encode_chunk
+from runners.formats import (
+    UnreadableRecord,
+    count_positions,
+    decode_chunk,
+    encode_chunk,
+    make_record,
+    parse_rows,
+)
 from runners.reading import read_records
 
 
@@ -110,6 +118,70 @@ def test_skipped_lines_are_counted_not_parsed_and_the_count_is_returned() -> Non
             got.append(next(reader))
     assert [(r.position, r.data) for r in got] == [(11, {"a": 1}), (12, {"a": 2})]
     assert done.value.value == 3  # three positions: the blank line is none
+
+
+def mixed_lines(count: int, seed: int) -> list[str]:
+    """`count` JSONL lines, most of them plain objects (some with an id, some without), with
+    blank, unreadable, NaN, non-object and carriage-return lines here and there."""
+    rng = random.Random(seed)
+    odd = ["\n", "   \n", "[1, 2]\n", '{"a": \n', '{"a": NaN, "k": "n"}\n', '"text"\n']
+    odd += ['{"a": "x\ry"}\n', '{"k": 7, "a": 1}\r\n', "\t\n"]
+    lines = []
+    for n in range(count):
+        if rng.random() < 0.03:
+            lines.append(rng.choice(odd))
+        elif rng.random() < 0.5:
+            lines.append(json.dumps({"k": f"id{n}", "a": n}) + "\n")
+        else:
+            lines.append(json.dumps({"a": n, "b": [n * 0.5]}) + "\n")
+    return lines
+
+
+def one_by_one(lines: list[str], *, skip: int, id_field: str | None) -> list[Any]:
+    """What the general reader (parse_rows and make_record, a line at a time) makes of them."""
+    rows = enumerate(parse_rows(lines, fmt="jsonl", skip=skip))
+    records = [make_record(row, n, id_field=id_field) for n, row in rows if row is not None]
+    return [described(r) for r in records if r.position >= skip]
+
+
+def described(record: InputRecord) -> tuple[Any, ...]:
+    reason = record.reason if isinstance(record, UnreadableRecord) else None
+    return type(record).__name__, record.position, record.id, record.data, reason
+
+
+@pytest.mark.parametrize("id_field", [None, "k"])
+@pytest.mark.parametrize("skip", [0, 1, 511, 512, 777, 2000])
+def test_lines_read_a_block_at_a_time_make_the_records_the_line_reader_makes(
+    skip: int, id_field: str | None
+) -> None:
+    # Three blocks of 512 lines and a short one: unreadable lines inside blocks and at their
+    # edges, blank lines that hold no position, a skip inside, at and past a block's end.
+    lines = mixed_lines(1700, seed=skip)
+    reader = read_records(
+        lines, fmt="jsonl", start=0, skip=skip, id_field=id_field, record_field=None
+    )
+    found: list[InputRecord] = []
+    with pytest.raises(StopIteration) as done:
+        while True:
+            found.append(next(reader))
+    assert [described(r) for r in found] == one_by_one(lines, skip=skip, id_field=id_field)
+    assert done.value.value == sum(1 for line in lines if line.strip())
+    for record in found:  # the text echoed is the line's, where it may be echoed as it is
+        if record.text is not None:
+            assert "\r" not in record.text and json.loads(record.text) == record.data
+    echoed = [r for r in found if r.text is not None]
+    assert len(echoed) >= len(found) * 0.9
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "openai-batch"])
+def test_the_progress_count_is_the_number_of_positions_the_reader_gives(fmt: str) -> None:
+    lines = mixed_lines(1300, seed=3)
+    positions = list(parse_rows(lines, fmt=fmt))
+    assert count_positions(lines, fmt=fmt) == len(positions) == 1300 - blank(lines)
+
+
+def blank(lines: list[str]) -> int:
+    return sum(1 for line in lines if not line.strip())
 
 
 def test_error_rows_echo_the_input_text_too() -> None:
