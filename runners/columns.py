@@ -70,13 +70,6 @@ class ColumnRecord(InputRecord):
     row: int = 0
     rows: SliceRows | None = None
 
-    @classmethod
-    def lazy(
-        cls, position: int, record_id: str, *, columns: NumericColumns, row: int, rows: SliceRows
-    ) -> ColumnRecord:
-        """Row `row` of a slice, its dict made on first use from `rows`."""
-        return cls(position, record_id, None, None, columns, row, rows)  # type: ignore[arg-type]
-
 
 def _record_data(record: ColumnRecord) -> Record:
     """The record as a dict (made with the rest of its slice on first use)."""
@@ -90,14 +83,9 @@ def _record_data(record: ColumnRecord) -> Record:
 @dataclass(slots=True)
 class ColumnOutput(OutputRecord):
     """The answer to a ColumnRecord: its `input` is the record's `data`, made only when a sink
-    asks for it."""
+    asks for it. Made with `input` None and the record as `source` (runners/commit.py)."""
 
     source: ColumnRecord | None = None
-
-    @classmethod
-    def answer(cls, record: ColumnRecord, prediction: Any) -> ColumnOutput:
-        """The output of `record`, its input left to be made on demand."""
-        return cls(record.id, record.position, None, prediction, None, None, record)  # type: ignore[arg-type]
 
 
 def _output_input(output: ColumnOutput) -> Record:

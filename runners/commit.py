@@ -180,8 +180,10 @@ def _split(
         failures, usage = outcomes.failures, outcomes.usage
         if not failures and usage is None:  # the common case: one object per record
             if records and type(records[0]) is ColumnRecord:  # Parquet: its input made on demand
-                answer = ColumnOutput.answer
-                outputs += map(answer, records, outcomes.values)  # type: ignore[arg-type]
+                outputs += [
+                    ColumnOutput(r.id, r.position, None, value, None, None, r)  # type: ignore[arg-type]
+                    for r, value in zip(records, outcomes.values, strict=True)
+                ]
                 continue
             outputs += [
                 OutputRecord(r.id, r.position, r.data, value, None, r.text)

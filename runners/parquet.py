@@ -29,7 +29,7 @@ Writing and reading parts back: runners/parquetparts.py.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from itertools import repeat
 from pathlib import Path
 from typing import IO, Any
@@ -131,14 +131,22 @@ def _lazy_records(
     id_field: str | None,
 ) -> Iterator[ColumnRecord]:
     """The slice's records with their dicts made on first use (runners/columns.py): per
-    record, its id (from the id column alone) and one ColumnRecord."""
+    record, its id (from the id column alone) and one ColumnRecord, made in C loops (`map`)."""
     rows = SliceRows(lambda: [row for row in _rows(part, targets) if isinstance(row, dict)])
     index = part.schema.get_field_index(id_field) if id_field is not None else -1
-    keys = part.column(index).to_pylist() if index >= 0 else repeat(None, part.num_rows)
-    for offset, key in enumerate(keys):
-        at = base + offset
-        record_id = str(at) if key is None else str(key)
-        yield ColumnRecord.lazy(at, record_id, columns=columns, row=offset, rows=rows)
+    positions = range(base, base + part.num_rows)
+    ids: Iterable[str] = map(str, positions)
+    if index >= 0:
+        keys = part.column(index).to_pylist()
+        ids = map(str, keys) if None not in keys else map(_id_or, keys, ids)
+    none, slice_rows = repeat(None), range(len(positions))
+    yield from map(
+        ColumnRecord, positions, ids, none, none, repeat(columns), slice_rows, repeat(rows)
+    )
+
+
+def _id_or(key: object, fallback: str) -> str:
+    return fallback if key is None else str(key)
 
 
 def _targets(schema: pa.Schema, *, where: str) -> list[pa.DataType]:

@@ -157,8 +157,9 @@ def test_rows_of_a_parquet_input_are_made_only_when_an_output_writes_them(
 def test_a_parquet_record_made_lazily_answers_like_any_other() -> None:
     rows_made: list[int] = []
     slice_rows = SliceRows(lambda: rows_made.append(1) or [{"a": 1}, {"a": 2}])
-    record = ColumnRecord.lazy(7, "7", columns=None, row=1, rows=slice_rows)  # type: ignore[arg-type]
-    answer = ColumnOutput.answer(record, {"y": 3})
+    # As runners/parquet.py and runners/commit.py make them: no dict, no input yet.
+    record = ColumnRecord(7, "7", None, None, None, 1, slice_rows)  # type: ignore[arg-type]
+    answer = ColumnOutput("7", 7, None, {"y": 3}, None, None, record)  # type: ignore[arg-type]
     assert rows_made == []
     assert answer.input == {"a": 2} and record.data == {"a": 2} and rows_made == [1]
     assert (answer.id, answer.position, answer.prediction) == ("7", 7, {"y": 3})
