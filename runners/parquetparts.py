@@ -55,15 +55,20 @@ def encode_part(
         columns["code"] = pa.array([r.code for r in failed], pa.string())
         text.append("response")
         columns["response"] = pa.array([_json_text(r.response) for r in failed], pa.string())
-    else:
-        outputs = [r for r in records if isinstance(r, OutputRecord)]
+    else:  # an output part holds OutputRecords only (the committer's errors go apart)
+        outputs: Sequence[OutputRecord] = records  # type: ignore[assignment]
         columns["prediction"] = _column("prediction", [r.prediction for r in outputs], text)
-        if any(r.usage is not None for r in outputs):
-            columns["usage"] = _column("usage", [r.usage for r in outputs], text)
+        usage = [r.usage for r in outputs]
+        if usage.count(None) != len(usage):
+            columns["usage"] = _column("usage", usage, text)
     table = pa.table(columns).replace_schema_metadata({JSON_COLUMNS: json.dumps(text)})
     out = pa.BufferOutputStream()
-    pq.write_table(table, out)
+    # Ids and positions are unique: a dictionary for them is built and thrown away.
+    pq.write_table(table, out, use_dictionary=[n for n in columns if n not in _UNIQUE])
     return bytes(out.getvalue().to_pybytes())
+
+
+_UNIQUE = ("id", "position")
 
 
 def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
