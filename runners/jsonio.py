@@ -34,18 +34,20 @@ import orjson
 
 from runners.jsonvalues import json_safe, jsonable
 
-# Datetimes and dataclasses go through `_default` as with the standard library: ISO text for
+# Datetimes and dataclasses go through `default` as with the standard library: ISO text for
 # dates (jsonable), TypeError for a dataclass (no JSON value). Dict keys that are no strings
 # (ints) become their text, as the standard library writes them.
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 _OPTIONS |= orjson.OPT_NON_STR_KEYS
 _LINE_END_BYTES = tuple((chr(c).encode(), f"\\u{c:04x}".encode()) for c in (0x2028, 0x2029, 0x85))
 
+LINE_OPTIONS = _OPTIONS | orjson.OPT_APPEND_NEWLINE  # dump_lines' options: a newline after each
 Fragment = orjson.Fragment
+EncodeError = orjson.JSONEncodeError
 T = TypeVar("T")
 
 
-def _default(value: Any) -> Any:
+def default(value: Any) -> Any:
     """Both encoders' `default`: jsonable's conversions, TypeError for anything else."""
     converted = jsonable(value)
     if converted is value:
@@ -56,7 +58,7 @@ def _default(value: Any) -> Any:
 # The fallback: the same compact, UTF-8 text as orjson's; it refuses NaN (ValueError) so that
 # json_safe can spell it.
 _STDLIB = json.JSONEncoder(
-    default=_default, allow_nan=False, ensure_ascii=False, separators=(",", ":")
+    default=default, allow_nan=False, ensure_ascii=False, separators=(",", ":")
 )
 
 
@@ -84,11 +86,11 @@ _RAW_DECODE = json.JSONDecoder().raw_decode
 def dumps(value: Any) -> bytes:
     """`value` as compact UTF-8 JSON (see the module doc for NaN and the fallbacks)."""
     try:
-        data = orjson.dumps(value, default=_default, option=_OPTIONS)
+        data = orjson.dumps(value, default=default, option=_OPTIONS)
     except orjson.JSONEncodeError:
         return _stdlib_dumps(value).encode()
     if b"null" in data and has_non_finite(value):
-        return orjson.dumps(json_safe(value), default=_default, option=_OPTIONS)
+        return orjson.dumps(json_safe(value), default=default, option=_OPTIONS)
     return data
 
 
@@ -106,11 +108,11 @@ def dump_lines(
     looked for once per chunk (`null` in its bytes), and only then row by row.
     """
     plain = plain or row
-    encode, options = orjson.dumps, _OPTIONS | orjson.OPT_APPEND_NEWLINE
+    encode, options = orjson.dumps, LINE_OPTIONS
     buffer, ends = bytearray(), []
     for item in items:
         try:
-            buffer += encode(row(item), default=_default, option=options)
+            buffer += encode(row(item), default=default, option=options)
         except orjson.JSONEncodeError:
             buffer += _stdlib_dumps(plain(item)).encode() + b"\n"
         ends.append(len(buffer))

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from runners import jsonio
+from runners import formats, jsonio
 from runners.api import ErrorRecord, InputRecord, OutputRecord
 from runners.formats import (
     UnreadableRecord,
@@ -189,6 +189,66 @@ def test_error_rows_echo_the_input_text_too() -> None:
     assert encode_chunk([error], fmt="jsonl") == (
         b'{"id":"5","position":5,"input":{"x":1},"reason":"bad"}\n'
     )
+
+
+PREDICTIONS: list[Any] = [
+    1,
+    "setosa",
+    None,
+    True,
+    2.5,
+    math.nan,
+    -math.inf,
+    [0.1, math.nan],
+    {"p": [0.2, 0.8], "label": None},
+    "line \u2028 separator",
+    2**70,
+    np.float32(0.5),
+    np.array([1, 2]),
+]
+
+
+@pytest.mark.parametrize("prediction", PREDICTIONS, ids=repr)
+def test_a_chunk_of_plain_answers_is_written_as_the_general_encoder_writes_it(
+    prediction: Any,
+) -> None:
+    # The common chunk (answers with their input's text, no usage) is built in one loop; its
+    # bytes must be the general row-by-row encoder's, NaN, big integers and numpy included.
+    text = '{"a":1,"s":"x\u2029y"}'
+    records = [
+        OutputRecord(str(n), n, {}, prediction if n % 3 else 7, None, text) for n in range(9)
+    ]
+    general = jsonio.dump_lines(records, row=formats._echoing_row, plain=formats.output_row)
+    assert encode_chunk(records, fmt="jsonl") == general
+    assert [row["position"] for row in decode_chunk(general, fmt="jsonl")] == list(range(9))
+    # Only a non-finite number or one orjson cannot write (beyond 64 bits) sends the chunk
+    # row by row; numpy goes through `default` in both.
+    row_by_row = jsonio.has_non_finite(prediction) or (
+        type(prediction) is int and prediction > 2**63
+    )
+    assert (formats._answer_lines(records) is None) == row_by_row
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        OutputRecord("u", 9, {"a": 1}, 2, {"total_tokens": 3}, '{"a":1}'),
+        OutputRecord("t", 9, {"a": 1}, 2, None, None),
+        ErrorRecord("e", 9, {"a": 1}, "bad", None, None, '{"a":1}'),
+    ],
+    ids=["usage", "no input text", "error"],
+)
+def test_a_chunk_with_another_record_is_written_row_by_row(record: Any) -> None:
+    records = [OutputRecord("0", 0, {"a": 0}, 1, None, '{"a":0}'), record]
+    general = jsonio.dump_lines(records, row=formats._echoing_row, plain=formats.output_row)
+    assert encode_chunk(records, fmt="jsonl") == general
+    assert list(decode_chunk(general, fmt="jsonl")[1]) == list(formats.output_row(record))
+
+
+def test_a_value_no_json_holds_still_raises_type_error_from_a_plain_chunk() -> None:
+    records = [OutputRecord("0", 0, {}, object(), None, "{}")]
+    with pytest.raises(TypeError):
+        encode_chunk(records, fmt="jsonl")
 
 
 def test_dumps_writes_compact_utf8() -> None:
