@@ -96,7 +96,10 @@ def read_records(
     return count
 
 
-_BLOCK = 512  # lines parsed together by `_jsonl_records`
+# Lines parsed together by `_jsonl_records`: at most _BLOCK, and about _BLOCK_BYTES of text
+# (long lines, LLM prompts say, make short blocks: memory holds what the batches in flight do,
+# and not much more); the first block is short, as nothing says yet how long lines are.
+_BLOCK, _BLOCK_BYTES, _FIRST_BLOCK = 512, 1 << 20, 16
 
 
 def _jsonl_records(
@@ -110,8 +113,9 @@ def _jsonl_records(
     counted, not parsed."""
     texts = filter(None, map(str.strip, lines))  # the non-blank lines, stripped
     position = start + sum(map(bool, islice(texts, max(skip - start, 0))))
-    loads = orjson.loads
-    while block := list(islice(texts, _BLOCK)):
+    loads, size = orjson.loads, _FIRST_BLOCK
+    while block := list(islice(texts, size)):
+        size = max(1, min(_BLOCK, _BLOCK_BYTES * len(block) // (sum(map(len, block)) or 1)))
         try:
             values = list(map(loads, block))
         except ValueError:  # NaN, say: the standard library's value, or its message

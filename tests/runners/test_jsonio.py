@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -150,12 +151,12 @@ def described(record: InputRecord) -> tuple[Any, ...]:
 
 
 @pytest.mark.parametrize("id_field", [None, "k"])
-@pytest.mark.parametrize("skip", [0, 1, 511, 512, 777, 2000])
+@pytest.mark.parametrize("skip", [0, 1, 15, 16, 528, 777, 2000])
 def test_lines_read_a_block_at_a_time_make_the_records_the_line_reader_makes(
     skip: int, id_field: str | None
 ) -> None:
-    # Three blocks of 512 lines and a short one: unreadable lines inside blocks and at their
-    # edges, blank lines that hold no position, a skip inside, at and past a block's end.
+    # Blocks of 16 lines, then of 512: unreadable lines inside blocks and at their edges,
+    # blank lines that hold no position, a skip inside, at and past a block's end.
     lines = mixed_lines(1700, seed=skip)
     reader = read_records(
         lines, fmt="jsonl", start=0, skip=skip, id_field=id_field, record_field=None
@@ -171,6 +172,23 @@ def test_lines_read_a_block_at_a_time_make_the_records_the_line_reader_makes(
             assert "\r" not in record.text and json.loads(record.text) == record.data
     echoed = [r for r in found if r.text is not None]
     assert len(echoed) >= len(found) * 0.9
+
+
+def test_long_lines_are_read_a_few_at_a_time() -> None:
+    # A block holds about a MiB of text: 200 KB lines (long prompts) come five at a time, so
+    # reading holds little more than the batches in flight do.
+    pulled: list[int] = []
+
+    def lines() -> Iterator[str]:
+        for n in range(100):
+            pulled.append(n)
+            yield json.dumps({"n": n, "text": "x" * 200_000}) + "\n"
+
+    reader = read_records(lines(), fmt="jsonl", start=0, skip=0, id_field=None, record_field=None)
+    first = [next(reader) for _ in range(30)]
+    assert [r.data["n"] for r in first] == list(range(30))
+    assert len(pulled) <= 16 + 3 * 6
+    assert [r.position for r in reader] == list(range(30, 100))
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "openai-batch"])
