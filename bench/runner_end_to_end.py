@@ -431,8 +431,13 @@ def report(server: str, label: str, runs: dict[str, list[Run]], concurrency: int
         r.measure.cpu_per_k(r.measure.server_cpu) for r in runs["runner"]
     )
     rest = f"{cpu['runner']:>6.2f} {cpu['direct']:>6.2f} {server_cpu:>6.2f}"
-    if "before" in runs:
+    if "before" in runs:  # its CPU, the CPU ratio, and the median rate ratio of paired runs
+        faster = statistics.median(
+            r.measure.rate / b.measure.rate
+            for r, b in zip(runs["runner"], runs["before"], strict=True)
+        )
         rest += f" | before {cpu['before']:>6.2f} {cpu['runner'] / cpu['before']:>5.2f}"
+        rest += f" {faster:>5.2f}"
     if server in LLM_SERVERS:
         runner_tokens, direct_tokens = best["runner"].tokens, best["direct"].tokens
         rest += (
@@ -500,7 +505,7 @@ def main() -> None:
     print(
         f"{'server':8} {'protocol, format':23} {'C':5} | {'runner':>9} {'direct':>9} | "
         f"{'r/d':>5} {'best':>5} | {'cpu µs/rec: runner':>18} {'direct':>6} {'server':>6} "
-        f"(| before: cpu µs/rec, runner/before) (LLM: | tokens/s runner, direct, r/d) | "
+        f"(| before: cpu µs/rec, runner/before: cpu, rate) (LLM: | tokens/s runner, direct, r/d) | "
         f"{'start':>5}"
     )
     print("-" * 120)
