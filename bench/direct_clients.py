@@ -8,8 +8,9 @@ A direct client goes from the same `InputRecord`s to one decoded value per recor
 record and decoding every answer on every call, but it is specialised to the benchmarks' data (it
 knows the field order and that every value is a float):
 
-- `Hand*`, written here: `http.client` per thread on a kept-alive connection, one compact JSON
-  encoder, struct/numpy for binary tensors, and for gRPC a raw channel with the request's constant
+- `Hand*`, written here: `http.client` per thread on a kept-alive connection, orjson for JSON
+  bodies and answers (since 2026-11-30, as the runner's clients; the standard library's json
+  before), struct/numpy for binary tensors, and for gRPC a raw channel with the request's constant
   part serialised once per batch size and the tensor appended as `raw_input_contents`;
 - `Library*`: tritonclient, the official client, for the Open Inference Protocol.
 
@@ -21,7 +22,6 @@ below are the direct clients' own settings.
 from __future__ import annotations
 
 import http.client
-import json
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 
 import grpc
 import numpy as np
+import orjson
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
 from tritonclient.grpc import service_pb2
@@ -60,7 +61,6 @@ CHANNEL_OPTIONS = (  # no message size limit, as tritonclient sets it
     ("grpc.max_send_message_length", 2**31 - 1),
     ("grpc.max_receive_message_length", 2**31 - 1),
 )
-JSON = json.JSONEncoder(separators=(",", ":"))  # one encoder, not one per json.dumps call
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 NUMPY_TYPES = {"INT64": "<i8", "INT32": "<i4", "FP32": "<f4", "FP64": "<f8"}
 RAW_INPUT_TAG = bytes([7 << 3 | 2])  # ModelInferRequest.raw_input_contents: field 7, bytes
@@ -267,8 +267,8 @@ class HandV1(HandRest):
             rows = batch.matrix.tolist()
         else:
             rows = [list(record.data.values()) for record in batch]
-        _, data = self.post(JSON.encode({"instances": rows}).encode())
-        return json.loads(data)["predictions"]  # type: ignore[no-any-return]
+        _, data = self.post(orjson.dumps({"instances": rows}))
+        return orjson.loads(data)["predictions"]  # type: ignore[no-any-return]
 
 
 class HandV2Json(HandRest):
@@ -280,8 +280,8 @@ class HandV2Json(HandRest):
     def __call__(self, batch: list[InputRecord]) -> list[Any]:
         tensor: dict[str, Any] = {"name": "input-0", "shape": [len(batch), 4], "datatype": "FP32"}
         tensor["data"] = iris_values(batch)
-        _, data = self.post(JSON.encode({"id": "1", "inputs": [tensor]}).encode())
-        output = json.loads(data)["outputs"][0]
+        _, data = self.post(orjson.dumps({"id": "1", "inputs": [tensor]}))
+        output = orjson.loads(data)["outputs"][0]
         return per_row(output["data"], output["shape"])
 
 
@@ -301,7 +301,7 @@ class HandV2Binary(HandRest):
             tensor: dict[str, Any] = {"name": "input-0", "shape": [rows, 4], "datatype": "FP32"}
             tensor["parameters"] = {"binary_data_size": rows * 4 * 4}
             parameters = {"binary_data_output": True}
-            head = JSON.encode({"inputs": [tensor], "parameters": parameters}).encode()
+            head = orjson.dumps({"inputs": [tensor], "parameters": parameters})
             headers = {
                 "Content-Type": "application/octet-stream",
                 "Inference-Header-Content-Length": str(len(head)),
@@ -314,7 +314,7 @@ class HandV2Binary(HandRest):
         response, data = self.post(head + tensor_bytes(batch), headers)
         offset = int(response.getheader("Inference-Header-Content-Length") or 0)
         columns = []
-        for output in json.loads(data[:offset])["outputs"]:
+        for output in orjson.loads(data[:offset])["outputs"]:
             end = offset + output["parameters"]["binary_data_size"]
             array = np.frombuffer(data[offset:end], NUMPY_TYPES[output["datatype"]])
             columns.append((output["name"], array.reshape(output["shape"]).tolist()))
@@ -369,8 +369,8 @@ class HandChat(HandRest):
         texts = []
         for record in batch:
             message = {"role": "user", "content": record.data["prompt"]}
-            _, data = self.post(JSON.encode({**self.options, "messages": [message]}).encode())
-            texts.append(json.loads(data)["choices"][0]["message"]["content"])
+            _, data = self.post(orjson.dumps({**self.options, "messages": [message]}))
+            texts.append(orjson.loads(data)["choices"][0]["message"]["content"])
         return texts
 
 
@@ -384,9 +384,9 @@ class HandCompletions(HandRest):
     def __call__(self, batch: list[InputRecord]) -> list[Any]:
         texts = []
         for record in batch:
-            body = JSON.encode({**self.options, "prompt": record.data["prompt"]}).encode()
+            body = orjson.dumps({**self.options, "prompt": record.data["prompt"]})
             _, data = self.post(body)
-            texts.append(json.loads(data)["choices"][0]["text"])
+            texts.append(orjson.loads(data)["choices"][0]["text"])
         return texts
 
 
@@ -399,8 +399,8 @@ class HandEmbeddings(HandRest):
 
     def __call__(self, batch: list[InputRecord]) -> list[Any]:
         prompts = [record.data["prompt"] for record in batch]
-        _, data = self.post(JSON.encode({**self.options, "input": prompts}).encode())
-        items = sorted(json.loads(data)["data"], key=lambda item: item["index"])
+        _, data = self.post(orjson.dumps({**self.options, "input": prompts}))
+        items = sorted(orjson.loads(data)["data"], key=lambda item: item["index"])
         return [item["embedding"] for item in items]
 
 
@@ -418,7 +418,7 @@ class HandBatchLines(HandRest):
         answers = []
         for record in batch:
             line = record.data
-            body = JSON.encode({**line["body"], "model": self.model}).encode()
+            body = orjson.dumps({**line["body"], "model": self.model})
             try:
                 response, data = self.post(body, path=line["url"])
             except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
@@ -426,7 +426,11 @@ class HandBatchLines(HandRest):
                 response, data = self.post(body, path=line["url"])
             request_id = response.getheader("x-request-id") or ""
             answers.append(
-                {"status_code": response.status, "request_id": request_id, "body": json.loads(data)}
+                {
+                    "status_code": response.status,
+                    "request_id": request_id,
+                    "body": orjson.loads(data),
+                }
             )
         return answers
 

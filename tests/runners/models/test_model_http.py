@@ -7,6 +7,8 @@ mapping of a status matters, and Secrets as files.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import json
 import socket
 import threading
@@ -15,6 +17,7 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from model_fakes import Certificate, FakeTransport, LocalServer, endpoint, json_answer, reply
 
@@ -297,6 +300,38 @@ def test_close_closes_the_transport(ctx: RunContext) -> None:
     assert fake.closed
 
 
-def test_json_bodies_are_what_json_dumps_gives_compactly() -> None:
-    doc = {"text": "héllo \u2028", "values": [5.1, 1e-300, 2**70, True, None], "nested": {"a": []}}
-    assert json_body(doc) == json.dumps(doc, separators=(",", ":")).encode()
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"instances": [[5.1, 3.5, 1.4, 0.2]] * 3, "s": "héllo \u2028", "n": None, "b": True},
+        {"values": [1e-300, 1e300, -0.0], "nested": {"a": [], "k": {}}},
+        {"big": 2**70},  # beyond orjson's 64 bits: the standard library's body
+        {"lone": "\ud800"},  # a lone surrogate: likewise
+        {1: "a key that is no string"},
+        {"f": np.float64(0.5), "i": [1, 2]},  # a float subclass json writes
+    ],
+    ids=["rows", "floats", "big-int", "surrogate", "int-key", "float-subclass"],
+)
+def test_json_bodies_carry_the_values_json_dumps_writes(doc: dict[Any, Any]) -> None:
+    body = json_body(doc)
+    expected = json.dumps(doc, separators=(",", ":"))
+    assert json.loads(body) == json.loads(expected)
+    assert b", " not in body and b": " not in body  # compact
+
+
+def test_json_bodies_write_non_finite_numbers_as_json_dumps_does_not_as_null() -> None:
+    doc = {"x": [1.0, float("nan")], "y": float("inf"), "z": None}
+    assert json_body(doc) == json.dumps(doc, separators=(",", ":")).encode()  # NaN, Infinity
+
+
+@dataclasses.dataclass
+class Record:
+    a: int
+
+
+@pytest.mark.parametrize("value", [object(), dt.datetime(2026, 1, 1), Record(1)])
+def test_json_bodies_refuse_what_json_dumps_refuses(value: Any) -> None:
+    with pytest.raises(TypeError):
+        json.dumps(value)
+    with pytest.raises(TypeError):
+        json_body({"v": value})
