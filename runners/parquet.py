@@ -42,7 +42,7 @@ import pyarrow.types as pat
 
 from runners.api import ConfigError, InputRecord
 from runners.columns import ColumnRecord, NumericColumns, SliceRows
-from runners.formats import make_record
+from runners.formats import key_or, make_record
 
 # A path, or a seekable binary file (an S3 object's RangeFile).
 Readable = str | Path | IO[bytes] | io.RawIOBase
@@ -138,15 +138,11 @@ def _lazy_records(
     ids: Iterable[str] = map(str, positions)
     if index >= 0:
         keys = part.column(index).to_pylist()
-        ids = map(str, keys) if None not in keys else map(_id_or, keys, ids)
+        ids = map(str, keys) if None not in keys else map(key_or, keys, ids)
     none, slice_rows = repeat(None), range(len(positions))
     yield from map(
         ColumnRecord, positions, ids, none, none, repeat(columns), slice_rows, repeat(rows)
     )
-
-
-def _id_or(key: object, fallback: str) -> str:
-    return fallback if key is None else str(key)
 
 
 def _targets(schema: pa.Schema, *, where: str) -> list[pa.DataType]:

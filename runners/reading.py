@@ -18,7 +18,7 @@ import orjson
 from contracts.storage_fields import OPENAI_BATCH, PARQUET
 from runners import jsonio
 from runners.api import InputRecord
-from runners.formats import UnreadableRecord, make_record, parse_rows
+from runners.formats import UnreadableRecord, key_or, make_record, parse_rows
 
 if TYPE_CHECKING:
     from runners.parquet import Readable
@@ -108,9 +108,9 @@ def _jsonl_records(
     """`read_records` for plain JSONL. Lines come a block at a time: stripped, parsed with
     orjson and made InputRecords (each holding its line's text, which JSON outputs echo as it
     is, runners/jsonio.py) in C loops (`map`), with no Python step per line but the
-    InputRecord's own. A block holding a line orjson refuses or one that is no object takes
-    `_jsonl_lines`, line by line. Blank lines hold no position; lines before `skip` are
-    counted, not parsed."""
+    InputRecord's own. A block holding a line orjson refuses, one that is no object or one
+    with a carriage return inside takes `_jsonl_lines`, line by line, as before. Blank lines
+    hold no position; lines before `skip` are counted, not parsed."""
     texts = filter(None, map(str.strip, lines))  # the non-blank lines, stripped
     position = start + sum(map(bool, islice(texts, max(skip - start, 0))))
     loads, size = orjson.loads, _FIRST_BLOCK
@@ -132,13 +132,9 @@ def _jsonl_records(
         ids: Iterable[str] = map(str, positions)
         if id_field is not None:
             keys = list(map(dict.get, values, repeat(id_field)))
-            ids = map(str, keys) if None not in keys else map(_id_or, keys, ids)
+            ids = map(str, keys) if None not in keys else map(key_or, keys, ids)
         yield from map(InputRecord, positions, ids, values, block)
     return position - start
-
-
-def _id_or(key: object, fallback: str) -> str:
-    return fallback if key is None else str(key)
 
 
 def _jsonl_lines(
