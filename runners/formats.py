@@ -280,7 +280,7 @@ def _answer_lines(records: Sequence[OutputRecord | ErrorRecord]) -> bytes | None
     spell (a non-finite prediction) or fall back for (a value orjson refuses)."""
     outputs: Sequence[OutputRecord] = records  # type: ignore[assignment]
     encode, option, default = orjson.dumps, jsonio.LINE_OPTIONS, jsonio.default
-    text: Any = Fragment  # raises TypeError for None
+    text: Any = jsonio.Fragment  # raises TypeError for None
     buffer = bytearray()
     try:
         if [*map(_USAGE, outputs)].count(None) != len(outputs):
@@ -309,25 +309,16 @@ def _answer_lines(records: Sequence[OutputRecord | ErrorRecord]) -> bytes | None
 
 _USAGE, _PREDICTION = attrgetter("usage"), attrgetter("prediction")
 _FINITE = {int, str, bool, type(None)}  # types whose values hold no NaN or infinity
-Fragment = jsonio.Fragment
 
 
 def _echoing_row(record: OutputRecord | ErrorRecord) -> dict[str, Any]:
-    """`output_row` with the input's text in place of its object, when it has one: one dict
-    per record, and the input is not encoded again (runners/jsonio.py). The common record
-    (an answer without usage) is built here in one step."""
-    text = record.input_text
-    if text is None or type(record) is not OutputRecord or record.usage is not None:
-        row = output_row(record)
-        if text is not None:
-            row["input"] = jsonio.Fragment(text)
-        return row
-    return {
-        "id": record.id,
-        "position": record.position,
-        "input": jsonio.Fragment(text),
-        "prediction": record.prediction,
-    }
+    """`output_row` with the input's text in place of its object, when it has one: the input
+    is not encoded again (runners/jsonio.py). The common chunk does not come here
+    (`_answer_lines`)."""
+    row = output_row(record)
+    if record.input_text is not None:
+        row["input"] = jsonio.Fragment(record.input_text)
+    return row
 
 
 def _encode_csv(records: Sequence[OutputRecord | ErrorRecord]) -> bytes:
