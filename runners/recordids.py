@@ -12,11 +12,11 @@ then does the run keep every id it has admitted: the newest (at most a sixteenth
 rest, at least 65,536) in a dict, the others as 96-bit fingerprints (Python's 64-bit
 string hash and a CRC-32; a false match is about as likely as n²/2⁹⁷) in sorted numpy
 arrays behind a Bloom filter: 14 to 16 bytes an id, about 150 MB for ten million ids,
-and twice the arrays for a moment while the dict is merged in. Each id costs a hash, a
-dict lookup and two filter probes in Python, about 1 us; no numpy call per batch. The
-index lives as long as the process: a resumed pod rebuilds it from the ids of its
-committed chunks, one pass over that part of the input (the string hash is salted per
-process, which is fine for that).
+and twice the arrays for a moment while the dict is merged in (the filter is set a slice
+at a time, so its temporaries stay small). Each id costs a hash, a dict lookup and two
+filter probes in Python, about 1 us; no numpy call per batch. The index lives as long as
+the process: a resumed pod rebuilds it from the ids of its committed chunks, one pass over
+that part of the input (the string hash is salted per process, which is fine for that).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy.typing as npt
 from runners.api import InputRecord
 from runners.formats import UnreadableRecord
 
+_BIT = np.left_shift(1, np.arange(8)).astype(np.uint8)  # a byte's bit n, by n
 MAX_ID_LENGTH = 255  # characters: the SQL output's record_id column, varchar(255)
 _ID = attrgetter("id")
 
@@ -131,6 +132,7 @@ class SeenIds:
 
     _PENDING_MIN = 1 << 16
     _BLOOM_BITS = 32  # filter bits an id when it is (re)sized; it is resized at 16
+    _SLICE = 1 << 16  # fingerprints set in the filter at a time
 
     def __init__(self) -> None:
         self._pending: dict[int, str] = {}
@@ -211,7 +213,7 @@ class SeenIds:
             self._bloom = bytearray(self._bits // 8 + 1)
             keys = self._keys
         filter_ = np.frombuffer(self._bloom, dtype=np.uint8)
-        for position in (keys % self._bits, (keys >> 32) % self._bits):
-            np.bitwise_or.at(
-                filter_, position >> 3, np.left_shift(1, position & 7).astype(np.uint8)
-            )
+        for start in range(0, len(keys), self._SLICE):  # a slice at a time: small temporaries
+            part = keys[start : start + self._SLICE]
+            for position in (part % self._bits, (part >> 32) % self._bits):
+                np.bitwise_or.at(filter_, position >> 3, _BIT[position & 7])
