@@ -5,9 +5,10 @@ backends must not import each other. The byte-stream formats (CSV, JSONL) are
 runners/formats.py's; runners/chunkcodec.py picks one of the two per sink.
 
 Reading:
-- A file is streamed by row group (`ParquetFile.iter_batches`, `_BATCH_ROWS` rows at a
-  time): memory holds one batch of one row group, never the whole file. Positions count
-  rows across the whole input (every file of a directory or prefix), as for JSONL.
+- A file is streamed by row group (`ParquetFile.iter_batches`, its first row group 1,024
+  rows at a time, the others in slices of about a MiB, 64 to 65,536 rows): memory holds
+  the few slices whose records are in flight, never the whole file. Positions count rows
+  across the whole input (every file of a directory or prefix), as for JSONL.
 - Resuming at `skip` reads none of a row group that ends before `skip` (the footer's
   `num_rows` says where each one ends) and slices the first one it reads.
 - Each row is a dict of its columns; nulls stay None. Column types are checked up front,
@@ -46,7 +47,11 @@ from runners.formats import key_or, make_record
 
 # A path, or a seekable binary file (an S3 object's RangeFile).
 Readable = str | Path | IO[bytes] | io.RawIOBase
-_BATCH_ROWS = 1024
+# A slice is about this much Arrow data, within these rows (`_slices`): short rows take fewer
+# Arrow and numpy calls a record than in 1,024-row slices, and a slice of long texts stays small.
+_SLICE_BYTES = 1 << 20
+_SLICE_ROWS = (64, 65_536)
+_FIRST_SLICE = 1024
 _PLAIN = (pat.is_null, pat.is_boolean, pat.is_integer, pat.is_floating, pat.is_decimal)
 _TEXT = (pat.is_string, pat.is_large_string, pat.is_string_view)
 _TEMPORAL = (pat.is_timestamp, pat.is_date, pat.is_time)
@@ -86,16 +91,13 @@ def read_records(
     read. Per record: one dict per row, built column-wise (a `to_pylist` per column)."""
     with open_file(source, where=where) as parquet:
         targets = _targets(parquet.schema_arrow, where=where)
-        position = start
+        position, learned = start, [0.0]
         for group in range(parquet.num_row_groups):
             rows = parquet.metadata.row_group(group).num_rows
             if position + rows <= skip:
                 position += rows
                 continue
-            batches = parquet.iter_batches(
-                batch_size=_BATCH_ROWS, row_groups=[group], use_threads=False
-            )
-            for batch in batches:
+            for batch in _slices(parquet, group, learned):
                 first = max(skip - position, 0)
                 if first < batch.num_rows:
                     part = batch.slice(first)
@@ -115,6 +117,26 @@ def read_records(
                         yield ColumnRecord(base + offset, at_id, row, None, columns, offset)
                 position += batch.num_rows
         return int(parquet.metadata.num_rows)
+
+
+def _slices(parquet: pq.ParquetFile, group: int, learned: list[float]) -> Iterator[pa.RecordBatch]:
+    """Row group `group` in slices of about `_SLICE_BYTES` of Arrow data (`_SLICE_ROWS`). How
+    long rows are is learnt from the slices read (`learned[0]`: the most Arrow bytes a row so
+    far), not from the footer, whose sizes are encoded ones (a text repeated on every row is
+    a few bytes, dictionary-encoded): a file's first row group comes in `_FIRST_SLICE`-row
+    slices. Never read twice: an S3 object's row group is fetched once."""
+    size = _slice_rows(learned[0])
+    for batch in parquet.iter_batches(batch_size=size, row_groups=[group], use_threads=False):
+        learned[0] = max(learned[0], batch.nbytes / max(batch.num_rows, 1))
+        yield batch
+
+
+def _slice_rows(per_row: float) -> int:
+    """Rows a slice of rows of `per_row` Arrow bytes holds (`_FIRST_SLICE` before any is read)."""
+    if not per_row:
+        return _FIRST_SLICE
+    low, high = _SLICE_ROWS
+    return int(min(max(_SLICE_BYTES // per_row, low), high))
 
 
 def _as_stored(part: pa.RecordBatch, targets: list[pa.DataType]) -> bool:
@@ -188,13 +210,16 @@ def _numeric(batch: pa.RecordBatch) -> NumericColumns | None:
     values, bad = {}, {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         kind = column.type
-        nulls = column.is_null().to_numpy(zero_copy_only=False)
-        if pat.is_floating(kind):
-            values[name] = column.to_numpy(zero_copy_only=False).astype(np.float64)
-            bad[name] = nulls | ~np.isfinite(values[name])
+        if pat.is_floating(kind):  # a null reads NaN, so the finite test finds it too
+            values[name] = column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            bad[name] = ~np.isfinite(values[name])
         elif pat.is_integer(kind) and kind != pa.uint64():  # uint64 may not fit int64
-            values[name] = column.fill_null(0).to_numpy().astype(np.int64)
-            bad[name] = nulls
+            if column.null_count:
+                bad[name] = column.is_null().to_numpy(zero_copy_only=False)
+                column = column.fill_null(0)
+            else:
+                bad[name] = np.zeros(len(column), dtype=bool)
+            values[name] = column.to_numpy().astype(np.int64, copy=False)
     return NumericColumns(tuple(batch.schema.names), values, bad) if values else None
 
 

@@ -83,6 +83,32 @@ def test_resume_reads_no_row_group_that_ends_before_skip(
     assert asked == [[2], [3], [0], [1]]  # a.parquet from its third row group
 
 
+def test_row_groups_after_the_first_are_read_in_slices_of_about_a_mib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "numbers.parquet", {"v": [0.5] * 200_000}, rows_per_group=100_000)
+    write(tmp_path / "texts.parquet", {"t": ["x" * 8192] * 2000}, rows_per_group=1000)
+    write(tmp_path / "short.parquet", {"s": ["x" * 100] * 50_000}, rows_per_group=25_000)
+    sizes: dict[str, list[int]] = {}
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def counting(self: pq.ParquetFile, *args: Any, **kwargs: Any) -> Any:
+        sizes.setdefault(self.schema_arrow.names[0], []).append(kwargs["batch_size"])
+        return iter_batches(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", counting)
+    numbers = [r.data["v"] for r in source(tmp_path / "numbers.parquet").records(0)]
+    assert numbers == [0.5] * 200_000
+    texts = [r.data["t"] for r in source(tmp_path / "texts.parquet").records(0)]
+    assert len(texts) == 2000 and set(map(len, texts)) == {8192}
+    short = [r.position for r in source(tmp_path / "short.parquet").records(0)]
+    assert short == list(range(50_000))
+    # The footer says the repeated texts take a few bytes (a dictionary); the first group's
+    # rows say how long they are. 8 bytes a number: 65,536 rows (the most); 104 bytes a short
+    # text: 10,082 rows; 8 KiB a text: 127 rows. Each row group is read once.
+    assert sizes == {"v": [1024, 65_536], "s": [1024, 10_082], "t": [1024, 127]}
+
+
 def test_resume_in_the_second_file_skips_the_first_without_reading_it(tmp_path: Path) -> None:
     write(tmp_path / "a.parquet", {"v": list(range(4))})
     write(tmp_path / "b.parquet", {"v": list(range(4, 8))})
