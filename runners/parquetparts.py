@@ -79,7 +79,7 @@ def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
             array = pa.array(values)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
             array = None
-        if array is not None and _exact_scalars(values):
+        if array is not None and _exact(values, array.type):
             return array
         if array is not None and _storable(array.type):
             back = array.to_pylist()
@@ -89,12 +89,20 @@ def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
     return pa.array([_json_text(value) for value in values], pa.string())
 
 
-def _exact_scalars(values: list[Any]) -> bool:
-    """Whether Arrow holds `values` exactly as they are without reading them back: every one
-    an int (int64: a bigger one fails to convert), every one a float (float64, NaN too),
-    every one a str or every one a bool. The common prediction column; a map and a set in C."""
+def _exact(values: list[Any], kind: pa.DataType) -> bool:
+    """Whether Arrow holds `values` (as `kind`) exactly as they are without reading them
+    back: every one an int (int64: a bigger one fails to convert), every one a float
+    (float64, NaN too), every one a str or every one a bool (a map and a set in C); or lists
+    (a tensor output's rows) of int64, float64, string or bool, as reading back would find
+    them: Arrow refuses an int that no float64 holds exactly, and an int or a bool beside
+    floats reads back as the equal float."""
+    if pat.is_list(kind):
+        return kind.value_type in _LIST_ITEMS
     kinds = set(map(type, values))
     return len(kinds) == 1 and kinds <= _SCALARS
+
+
+_LIST_ITEMS = (pa.int64(), pa.float64(), pa.string(), pa.bool_())
 
 
 _SCALARS = {int, float, str, bool}

@@ -241,6 +241,27 @@ def test_nan_and_infinities_are_ieee_values_in_float_columns() -> None:
     assert math.isnan(nan) and inf == math.inf
 
 
+def test_tensor_rows_are_list_columns_of_their_kind_and_mixed_lists_stay_as_they_were() -> None:
+    floats = [[0.25, math.nan], [1.0, -math.inf, 2.0]]
+    cases = [
+        (floats, pa.list_(pa.float64()), floats),
+        ([[1, 2], [], [3]], pa.list_(pa.int64()), [[1, 2], [], [3]]),
+        ([["a"], ["b", "c"]], pa.list_(pa.string()), [["a"], ["b", "c"]]),
+        # Integers beside floats become the equal floats, as before (read back and compared).
+        ([[1, 2.5], [3, 4]], pa.list_(pa.float64()), [[1.0, 2.5], [3.0, 4.0]]),
+        ([[0.5, True]], pa.list_(pa.float64()), [[0.5, 1.0]]),
+        ([[2**53 + 1, 0.5]], pa.string(), [[2**53 + 1, 0.5]]),  # no float64 holds it: text
+        ([[1, "a"], [2]], pa.string(), [[1, "a"], [2]]),  # no one Arrow type: JSON text
+        ([[2**70], [1]], pa.string(), [[2**70], [1]]),  # beyond int64: JSON text
+    ]
+    for values, kind, expected in cases:
+        records = [OutputRecord(str(n), n, {}, v) for n, v in enumerate(values)]
+        data = parquetparts.encode_part(records, errors=False, include_input=False)
+        assert pq.read_schema(pa.BufferReader(data)).field("prediction").type == kind
+        back = [row["prediction"] for row in parquetparts.part_rows(data)]
+        assert json.dumps(back) == json.dumps(expected), values  # NaN and -inf too
+
+
 def test_output_parts_carry_the_input_only_with_include_input(tmp_path: Path) -> None:
     records = [OutputRecord("a", 0, {"x": 1, "t": "hi"}, [0.5, 0.5])]
     with sink(tmp_path / "plain") as plain, sink(tmp_path / "full", include_input=True) as full:
