@@ -25,7 +25,7 @@ from runners.api import (
     Sink,
     TransientError,
 )
-from runners.columns import ColumnOutput, ColumnRecord
+from runners.columns import ColumnAnswers, ColumnRecord
 from runners.formats import json_records
 from runners.modelcalls import Part, Result
 from runners.outcomes import Outcomes
@@ -170,21 +170,23 @@ def _done(result: Result) -> Future[Result]:
 
 def _split(
     parts: Iterable[Part],
-) -> tuple[list[OutputRecord], list[ErrorRecord], dict[str, int]]:
+) -> tuple[Sequence[OutputRecord], list[ErrorRecord], dict[str, int]]:
     """The output and error records of a chunk's parts, each in input order, and the token
-    counts of the outputs' usage (runners/tokens.py; empty when no part carries usage)."""
+    counts of the outputs' usage (runners/tokens.py; empty when no part carries usage). Read
+    from Parquet and all answered: the records and predictions as they are (ColumnAnswers)."""
+    parts = list(parts)
+    if parts and all(map(_answered_columns, parts)):
+        answers = ColumnAnswers()
+        for records, outcomes in parts:
+            answers.records += records
+            answers.predictions += outcomes.values
+        return answers, [], {}
     outputs: list[OutputRecord] = []
     errors: list[ErrorRecord] = []
     tokens: dict[str, int] = {}
     for records, outcomes in parts:
         failures, usage = outcomes.failures, outcomes.usage
         if not failures and usage is None:  # the common case: one object per record
-            if records and type(records[0]) is ColumnRecord:  # Parquet: its input made on demand
-                outputs += [
-                    ColumnOutput(r.id, r.position, None, value, None, None, r)  # type: ignore[arg-type]
-                    for r, value in zip(records, outcomes.values, strict=True)
-                ]
-                continue
             outputs += [
                 OutputRecord(r.id, r.position, r.data, value, None, r.text)
                 for r, value in zip(records, outcomes.values, strict=True)
@@ -200,6 +202,17 @@ def _split(
             else:
                 errors.append(_error(r, failure))
     return outputs, errors, tokens
+
+
+def _answered_columns(part: Part) -> bool:
+    """Whether a part is ColumnRecords (read from Parquet), each answered without usage."""
+    records, outcomes = part
+    return (
+        bool(records)
+        and type(records[0]) is ColumnRecord
+        and not outcomes.failures
+        and outcomes.usage is None
+    )
 
 
 def _error(record: InputRecord, failure: RecordFailure) -> ErrorRecord:

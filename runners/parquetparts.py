@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
-from runners.api import ErrorRecord, OutputRecord
+from runners.api import ErrorRecord, InputRecord, OutputRecord
+from runners.columns import ColumnAnswers
 from runners.formats import json_safe
 from runners.tokens import sum_usage
 
@@ -43,12 +44,20 @@ def encode_part(
     """One chunk as one Parquet file (the module docstring says its columns); raises
     TypeError or ValueError for a value that is neither an Arrow nor a JSON value."""
     text: list[str] = []
+    # Answers to Parquet records (runners/columns.py): their columns, no OutputRecord each.
+    answers = records if type(records) is ColumnAnswers else None
+    source: Sequence[InputRecord | OutputRecord | ErrorRecord] = (
+        records if answers is None else answers.records
+    )
     columns: dict[str, pa.Array] = {
-        "id": pa.array([r.id for r in records], pa.string()),
-        "position": pa.array([r.position for r in records], pa.int64()),
+        "id": pa.array([r.id for r in source], pa.string()),
+        "position": pa.array([r.position for r in source], pa.int64()),
     }
     if errors or include_input:
-        columns["input"] = _column("input", [r.input for r in records], text)
+        inputs = (
+            [r.input for r in records] if answers is None else [r.data for r in answers.records]
+        )
+        columns["input"] = _column("input", inputs, text)
     if errors:
         failed = [r for r in records if isinstance(r, ErrorRecord)]
         columns["reason"] = pa.array([r.reason for r in failed], pa.string())
@@ -57,8 +66,9 @@ def encode_part(
         columns["response"] = pa.array([_json_text(r.response) for r in failed], pa.string())
     else:  # an output part holds OutputRecords only (the committer's errors go apart)
         outputs: Sequence[OutputRecord] = records  # type: ignore[assignment]
-        columns["prediction"] = _column("prediction", [r.prediction for r in outputs], text)
-        usage = [r.usage for r in outputs]
+        predictions = [r.prediction for r in outputs] if answers is None else answers.predictions
+        columns["prediction"] = _column("prediction", predictions, text)
+        usage = [] if answers is not None else [r.usage for r in outputs]
         if usage.count(None) != len(usage):
             columns["usage"] = _column("usage", usage, text)
     table = pa.table(columns).replace_schema_metadata({JSON_COLUMNS: json.dumps(text)})

@@ -3,7 +3,8 @@
 Real: the runner in-process (`runners.cli.main`: contract file in, exit code and summary out),
 the pipeline, the file backend reading and writing Parquet (runners/parquet.py), pyarrow
 writing the input and reading the parts back. Faked: the model (a FakeModel registered in
-place of `kserve-v2`), which fails the records a test calls broken.
+place of `kserve-v2`), which fails the records a test calls broken. The last tests build a
+chunk's records and answers by hand, as runners/parquet.py and the model workers make them.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import pytest
 from fakes import FakeModel, contract
 
 from runners import cli, parquet, parquetparts, registry
-from runners.api import InputRecord, Outcome, Prediction, RecordFailure
-from runners.columns import ColumnOutput, ColumnRecord, SliceRows
+from runners.api import InputRecord, Outcome, OutputRecord, Prediction, RecordFailure
+from runners.columns import ColumnAnswers, ColumnOutput, ColumnRecord, SliceRows
+from runners.commit import _split
+from runners.outcomes import Outcomes
 
 
 class Model:
@@ -163,3 +166,36 @@ def test_a_parquet_record_made_lazily_answers_like_any_other() -> None:
     assert rows_made == []
     assert answer.input == {"a": 2} and record.data == {"a": 2} and rows_made == [1]
     assert (answer.id, answer.position, answer.prediction) == ("7", 7, {"y": 3})
+
+
+def test_a_chunk_of_parquet_answers_is_written_from_its_columns_byte_for_byte_as_records() -> None:
+    made: list[int] = []
+    rows = SliceRows(lambda: made.append(1) or [{"a": n, "b": str(n)} for n in range(6)])
+    records = [ColumnRecord(10 + n, f"k{n}", None, None, None, n, rows) for n in range(6)]  # type: ignore[arg-type]
+    predictions: list[Any] = [[0.5, math.nan], [1.0, 2.0], [3.0], [], [-math.inf], [1e300]]
+    answers = ColumnAnswers()
+    answers.records += records
+    answers.predictions += predictions
+    plain = [OutputRecord(f"k{n}", 10 + n, {"a": n, "b": str(n)}, predictions[n]) for n in range(6)]
+    for include_input in (False, True):
+        got = parquetparts.encode_part(answers, errors=False, include_input=include_input)
+        want = parquetparts.encode_part(plain, errors=False, include_input=include_input)
+        assert got == want
+        assert made == ([1] if include_input else [])  # the rows only for the input column
+    # Anyone else gets ColumnOutputs, made once, in order.
+    assert len(answers) == 6 and answers[2].prediction == [3.0] and answers[-1].id == "k5"
+    assert [r.position for r in answers[1:3]] == [11, 12]
+    assert answers[0] is next(iter(answers)) and answers[0].input == {"a": 0, "b": "0"}
+
+
+def test_a_chunk_is_kept_as_columns_only_when_every_parquet_record_was_answered() -> None:
+    rows = SliceRows(lambda: [{"a": n} for n in range(4)])
+    records = [ColumnRecord(n, str(n), None, None, None, n, rows) for n in range(4)]  # type: ignore[arg-type]
+    clean = [(records[:2], Outcomes([1, 2])), (records[2:], Outcomes([3, 4]))]
+    outputs, errors, tokens = _split(clean)
+    assert type(outputs) is ColumnAnswers and errors == [] and tokens == {}
+    assert outputs.predictions == [1, 2, 3, 4] and outputs.records == records
+    failed = [clean[0], (records[2:], Outcomes([3, None], {1: RecordFailure("bad")}))]
+    outputs, errors, _ = _split(failed)
+    assert type(outputs) is list and [r.prediction for r in outputs] == [1, 2, 3]
+    assert [(e.position, e.reason, e.input) for e in errors] == [(3, "bad", {"a": 3})]
