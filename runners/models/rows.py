@@ -249,11 +249,14 @@ class Rows(Parts):
     ) -> None:
         self.size = len(records)
         names, exact = _names(records, fields, order, exclude)
-        plain = _plain_values(records, names, exact=exact, datatype=datatype, exclude=exclude)
-        # A batch of one Parquet slice holding a null, NaN or infinity: those records fail, the
-        # others are taken from its columns (runners/models/columnrows.py), not one by one.
-        columns = (
-            None if plain is not None else _from_columns(records, names, exact, datatype, exclude)
+        # Read from Parquet: the values from its columns (runners/models/columnrows.py), so
+        # that the records' dicts are made only if something else asks for them; a record
+        # holding a null, NaN or infinity fails, the others are sent.
+        columns = _from_columns(records, names, exact, datatype, exclude)
+        plain = (
+            None
+            if columns is not None
+            else _plain_values(records, names, exact=exact, datatype=datatype, exclude=exclude)
         )
         if columns is not None:
             self.values, self.width = columns.values(), columns.width

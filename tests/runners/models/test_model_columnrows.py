@@ -106,3 +106,34 @@ def test_float_columns_for_an_integer_datatype_go_record_by_record() -> None:
         )
         is None
     )
+
+
+def test_kserve_v1_rows_come_from_the_columns_without_making_the_records_dicts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    records = read(COLUMNS, id_field="key")
+    slow = Rows(plain(records), fields=None, datatype=None, exclude="key")  # dicts made here
+    fresh = read(COLUMNS, id_field="key")
+    made: list[int] = []
+    rows = parquet._rows
+    monkeypatch.setattr(parquet, "_rows", lambda *a: made.append(1) or rows(*a))
+    # The run's field order comes from its first record, read once (rows.InputFields).
+    fast = Rows(fresh[:1], fields=None, datatype=None, exclude="key", order=("x", "y"))
+    assert made == [] and fast.values == [1.5, 0.5]  # the good record: no dict made
+    same(Rows(fresh, fields=None, datatype=None, exclude="key"), slow)  # the bad ones explain
+
+
+def test_kserve_v1_keeps_integers_as_integers_and_mixed_rows_go_record_by_record() -> None:
+    ints = read({"a": [1, 2, 2**60], "b": [3, 4, 5]})
+    fast = Rows(ints, fields=None, datatype=None)
+    same(fast, Rows(plain(ints), fields=None, datatype=None))
+    assert fast.rows == [[1, 3], [2, 4], [2**60, 5]] and type(fast.values[0]) is int
+    mixed = read({"a": [1, 2], "b": [0.5, 1.5]})
+    assert (
+        columnrows.column_rows(
+            mixed, ["a", "b"], exact=True, datatype=None, exclude=None, explain=lambda r: None
+        )
+        is None
+    )
+    kept = Rows(mixed, fields=None, datatype=None)
+    assert kept.rows == [[1, 0.5], [2, 1.5]] and type(kept.values[0]) is int
