@@ -83,7 +83,7 @@ def test_resume_reads_no_row_group_that_ends_before_skip(
     assert asked == [[2], [3], [0], [1]]  # a.parquet from its third row group
 
 
-def test_row_groups_after_the_first_are_read_in_slices_of_about_a_mib(
+def test_row_groups_after_the_first_are_read_in_slices_of_about_256_kib(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write(tmp_path / "numbers.parquet", {"v": [0.5] * 200_000}, rows_per_group=100_000)
@@ -104,9 +104,9 @@ def test_row_groups_after_the_first_are_read_in_slices_of_about_a_mib(
     short = [r.position for r in source(tmp_path / "short.parquet").records(0)]
     assert short == list(range(50_000))
     # The footer says the repeated texts take a few bytes (a dictionary); the first group's
-    # rows say how long they are. 8 bytes a number: 65,536 rows (the most); 104 bytes a short
-    # text: 10,082 rows; 8 KiB a text: 127 rows. Each row group is read once.
-    assert sizes == {"v": [1024, 65_536], "s": [1024, 10_082], "t": [1024, 127]}
+    # rows say how long they are. 8 bytes a number and a validity bit: 32,263 rows; 104 bytes
+    # a short text: 2,520 rows; 8 KiB a text: 64 rows (the least). Each group is read once.
+    assert sizes == {"v": [1024, 32_263], "s": [1024, 2_520], "t": [1024, 64]}
 
 
 def test_resume_in_the_second_file_skips_the_first_without_reading_it(tmp_path: Path) -> None:
