@@ -102,17 +102,32 @@ def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
 def _exact(values: list[Any], kind: pa.DataType) -> bool:
     """Whether Arrow holds `values` (as `kind`) exactly as they are without reading them
     back: every one an int (int64: a bigger one fails to convert), every one a float
-    (float64, NaN too), every one a str or every one a bool (a map and a set in C); or lists
+    (float64, NaN too), every one a str or every one a bool (a map and a set in C); lists
     (a tensor output's rows) of int64, float64, string or bool, as reading back would find
     them: Arrow refuses an int that no float64 holds exactly, and an int or a bool beside
-    floats reads back as the equal float."""
+    floats reads back as the equal float; or objects (a tensor answer of several outputs)
+    that all have the struct's keys, each field such a scalar or list. Anything else (nested
+    objects, a missing key, a null in place of an object) is read back."""
     if pat.is_list(kind):
-        return kind.value_type in _LIST_ITEMS
+        return _list_of_items(kind)
+    if pat.is_struct(kind):  # its fields are the keys of every object, so n keys are those
+        fields = [kind.field(i).type for i in range(kind.num_fields)]
+        plain = all(f in _LIST_ITEMS or _list_of_items(f) for f in fields)
+        return (
+            plain
+            and bool(fields)
+            and set(map(type, values)) == {dict}
+            and set(map(len, values)) == {len(fields)}
+        )
     kinds = set(map(type, values))
     return len(kinds) == 1 and kinds <= _SCALARS
 
 
 _LIST_ITEMS = (pa.int64(), pa.float64(), pa.string(), pa.bool_())
+
+
+def _list_of_items(kind: pa.DataType) -> bool:
+    return pat.is_list(kind) and kind.value_type in _LIST_ITEMS
 
 
 _SCALARS = {int, float, str, bool}
@@ -130,13 +145,14 @@ def _storable(kind: pa.DataType) -> bool:
 
 def _same(back: Any, value: Any) -> bool:
     """Whether Arrow gave `value` back unchanged: NaN as NaN, the same keys (a struct column
-    gives missing keys as None), an integer as the equal float of a float column."""
+    gives missing keys as None; their order is the struct's), an integer as the equal float
+    of a float column."""
     if isinstance(value, float) and math.isnan(value):
         return isinstance(back, float) and math.isnan(back)
     if isinstance(value, dict):
         return (
             isinstance(back, dict)
-            and list(back) == list(value)
+            and back.keys() == value.keys()
             and all(_same(back[key], item) for key, item in value.items())
         )
     if isinstance(value, list | tuple):

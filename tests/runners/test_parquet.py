@@ -262,6 +262,36 @@ def test_tensor_rows_are_list_columns_of_their_kind_and_mixed_lists_stay_as_they
         assert json.dumps(back) == json.dumps(expected), values  # NaN and -inf too
 
 
+def test_answers_of_several_outputs_are_struct_columns_holding_each_value_as_it_was() -> None:
+    rows = [
+        {"predict": [2], "predict_proba": [0.25, math.nan]},
+        {"predict": [0], "predict_proba": []},
+    ]
+    kind = pa.struct([("predict", pa.list_(pa.int64())), ("predict_proba", pa.list_(pa.float64()))])
+    cases = [
+        (rows, kind, rows),
+        ([{"label": "a", "score": 1}, {"label": None, "score": 0.5}],
+         pa.struct([("label", pa.string()), ("score", pa.float64())]),
+         [{"label": "a", "score": 1.0}, {"label": None, "score": 0.5}]),
+        # Keys in another order (NaN or not): the same object, in the struct's key order.
+        ([{"a": 1, "b": 2}, {"b": 3, "a": 4}], pa.struct([("a", pa.int64()), ("b", pa.int64())]),
+         [{"a": 1, "b": 2}, {"a": 4, "b": 3}]),
+        ([{"a": 1.5, "b": math.nan}, {"b": 3.0, "a": math.nan}],
+         pa.struct([("a", pa.float64()), ("b", pa.float64())]),
+         [{"a": 1.5, "b": math.nan}, {"a": math.nan, "b": 3.0}]),
+        # A missing key (a null would be added) or nested objects: checked by reading back.
+        ([{"a": 1, "b": 2}, {"a": 3}], pa.string(), [{"a": 1, "b": 2}, {"a": 3}]),
+        ([{"a": {"x": 1}}, {"a": {"x": 2}}], pa.struct([("a", pa.struct([("x", pa.int64())]))]),
+         [{"a": {"x": 1}}, {"a": {"x": 2}}]),
+    ]  # fmt: skip
+    for values, kind, expected in cases:
+        records = [OutputRecord(str(n), n, {}, v) for n, v in enumerate(values)]
+        data = parquetparts.encode_part(records, errors=False, include_input=False)
+        assert pq.read_schema(pa.BufferReader(data)).field("prediction").type == kind
+        back = [row["prediction"] for row in parquetparts.part_rows(data)]
+        assert json.dumps(back) == json.dumps(expected), values  # key order and NaN too
+
+
 def test_output_parts_carry_the_input_only_with_include_input(tmp_path: Path) -> None:
     records = [OutputRecord("a", 0, {"x": 1, "t": "hi"}, [0.5, 0.5])]
     with sink(tmp_path / "plain") as plain, sink(tmp_path / "full", include_input=True) as full:
