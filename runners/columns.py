@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import numpy as np
@@ -33,11 +33,13 @@ Array = np.ndarray[Any, Any]
 class NumericColumns:
     """The integer and float columns of one slice: `values` (int64 or float64, one per row;
     a null reads 0 or NaN) and `bad` (null, NaN or an infinity), and `names`, every column
-    of the slice (numeric or not) in its order, which is the records' key order."""
+    of the slice (numeric or not) in its order, which is the records' key order. `stacked`
+    is for runners/models/columnrows.py: the slice's rows as one matrix, per field list."""
 
     names: tuple[str, ...]
     values: dict[str, Array]
     bad: dict[str, Array]
+    stacked: dict[Any, Any] = field(default_factory=dict)
 
 
 class SliceRows:

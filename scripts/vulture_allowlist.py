@@ -70,3 +70,4 @@ _.node_affinity_policy  # TopologySpreadConstraint
 _.node_taints_policy  # TopologySpreadConstraint
 _.seekable  # io.RawIOBase protocol, called by pyarrow (runners/parquet.py RangeFile)
 _.writelines  # file protocol of runners/redact.py's redacting stream
+_.writeable  # numpy array flag, set False on runners/models/columnrows.py's shared matrices

@@ -94,6 +94,29 @@ def test_integer_columns_give_the_same_rows_and_bytes(datatype: str) -> None:
     assert fast_raw == slow_raw
 
 
+def test_batches_of_one_slice_give_the_same_rows_whatever_rows_and_ranges_they_hold() -> None:
+    # One slice of 4 rows, one of them beyond INT32: the slice's rows are stacked once, and
+    # its range known once; a batch without that row still takes the column path.
+    records = read({"a": pa.array([1, 2**40, 3, 4], pa.int64()), "b": [5, 6, 7, 8]})
+
+    def take(batch: list[InputRecord]) -> object:
+        return columnrows.column_rows(
+            batch, ["a", "b"], exact=True, datatype="INT32", exclude=None, explain=lambda r: None
+        )
+
+    assert take(records) is None and take(records[:2]) is None  # beyond INT32: rows.py's way
+    inside = take(records[2:])
+    assert inside is not None and inside.values() == [3, 7, 4, 8]
+    apart = take([records[0], records[2], records[3]])  # not consecutive: picked out
+    assert apart is not None and apart.values() == [1, 5, 3, 7, 4, 8]
+    for batch in (records, records[:2], records[2:], [records[3], records[0]]):
+        for datatype in ("INT32", "INT64", "FP64"):
+            fast, fast_raw = Rows.packed(batch, fields=["a", "b"], datatype=datatype)
+            slow, slow_raw = Rows.packed(plain(batch), fields=["a", "b"], datatype=datatype)
+            same(fast, slow)
+            assert fast_raw == slow_raw
+
+
 def test_float_columns_for_an_integer_datatype_go_record_by_record() -> None:
     records = read({"a": [1.0, 2.5]})
     same(
