@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from itertools import repeat
+from operator import contains
 from typing import Any
 
 import pyarrow as pa
@@ -106,18 +108,19 @@ def _exact(values: list[Any], kind: pa.DataType) -> bool:
     (a tensor output's rows) of int64, float64, string or bool, as reading back would find
     them: Arrow refuses an int that no float64 holds exactly, and an int or a bool beside
     floats reads back as the equal float; or objects (a tensor answer of several outputs)
-    that all have the struct's keys, each field such a scalar or list. Anything else (nested
-    objects, a missing key, a null in place of an object) is read back."""
+    whose keys are exactly the struct's field names, each field such a scalar or list.
+    Anything else (nested objects, a missing key, a key that is no str, a null in place of an
+    object) is read back."""
     if pat.is_list(kind):
         return _list_of_items(kind)
-    if pat.is_struct(kind):  # its fields are the keys of every object, so n keys are those
-        fields = [kind.field(i).type for i in range(kind.num_fields)]
-        plain = all(f in _LIST_ITEMS or _list_of_items(f) for f in fields)
+    if pat.is_struct(kind):  # every object holds each field's name, and no other key
+        fields = [kind.field(i) for i in range(kind.num_fields)]
         return (
-            plain
-            and bool(fields)
+            bool(fields)
+            and all(f.type in _LIST_ITEMS or _list_of_items(f.type) for f in fields)
             and set(map(type, values)) == {dict}
             and set(map(len, values)) == {len(fields)}
+            and all(all(map(contains, values, repeat(f.name))) for f in fields)
         )
     kinds = set(map(type, values))
     return len(kinds) == 1 and kinds <= _SCALARS
