@@ -82,11 +82,15 @@ def column_rows(
     if segments is None:
         return None
     parts = [
-        _part(columns, rows, names, exact=exact, exclude=exclude) for columns, rows in segments
+        _part(columns, rows, names, exact=exact, exclude=exclude, datatype=datatype)
+        for columns, rows in segments
     ]
     if any(part is None for part in parts):
         return None
-    matrix, bad, in_range = _joined([part for part in parts if part is not None], datatype)
+    found = [part for part in parts if part is not None]
+    matrix = found[0][0] if len(found) == 1 else np.concatenate([part[0] for part in found])
+    bad = found[0][1] if len(found) == 1 else np.concatenate([part[1] for part in found])
+    in_range = all(part[2] for part in found)  # known of the whole slices, once each
     kind = matrix.dtype.kind
     if kind not in "if" or (datatype is not None and datatype[:3] == "INT" and kind != "i"):
         return None
@@ -118,30 +122,41 @@ def _segments(records: Sequence[InputRecord]) -> list[tuple[NumericColumns, Arra
 
 
 def _part(
-    columns: NumericColumns, rows: Array, names: Sequence[str], *, exact: bool, exclude: str | None
-) -> tuple[Array, Array, NumericColumns, tuple[Any, ...]] | None:
-    """(values, bad) of `rows` of one slice, one row each, with the slice and its `stacked`
-    key; None when its columns do not make the rows (a field that is no numeric column, other
-    fields with `exact`, mixed kinds). The slice's rows are stacked once, for every batch."""
-    key = (tuple(names), exact, exclude)
+    columns: NumericColumns,
+    rows: Array,
+    names: Sequence[str],
+    *,
+    exact: bool,
+    exclude: str | None,
+    datatype: str | None,
+) -> tuple[Array, Array, bool] | None:
+    """(values, bad) of `rows` of one slice, one row each, and whether every good value of
+    the slice is within `datatype`'s range; None when its columns do not make the rows (a
+    field that is no numeric column, other fields with `exact`, mixed kinds). The slice's
+    rows are stacked, and its range checked, once for every batch."""
+    key = (tuple(names), exact, exclude, datatype)
     whole = columns.stacked.get(key, _UNSET)
     if whole is _UNSET:  # two workers may both make it: the same arrays
-        whole = columns.stacked[key] = _stack(columns, names, exact=exact, exclude=exclude)
+        whole = columns.stacked[key] = _stack(columns, names, exact, exclude, datatype)
     if whole is None:
         return None
-    matrix, bad = whole
+    matrix, bad, in_range = whole
     if len(rows) and rows[-1] - rows[0] == len(rows) - 1:  # consecutive rows: views
-        return matrix[rows[0] : rows[-1] + 1], bad[rows[0] : rows[-1] + 1], columns, key
-    return matrix[rows], bad[rows], columns, key
+        return matrix[rows[0] : rows[-1] + 1], bad[rows[0] : rows[-1] + 1], in_range
+    return matrix[rows], bad[rows], in_range
 
 
 _UNSET: Any = object()
 
 
 def _stack(
-    columns: NumericColumns, names: Sequence[str], *, exact: bool, exclude: str | None
-) -> tuple[Array, Array] | None:
-    """(values, bad) of every row of the slice, or None (as `_part` says)."""
+    columns: NumericColumns,
+    names: Sequence[str],
+    exact: bool,
+    exclude: str | None,
+    datatype: str | None,
+) -> tuple[Array, Array, bool] | None:
+    """(values, bad, in range) of every row of the slice, or None (as `_part` says)."""
     if any(name not in columns.values for name in names):
         return None
     if exact and sorted(n for n in columns.names if n != exclude) != sorted(names):
@@ -152,29 +167,8 @@ def _stack(
     matrix = np.column_stack(arrays)
     bad = np.logical_or.reduce([columns.bad[name] for name in names])
     matrix.flags.writeable = bad.flags.writeable = False  # every batch of the slice shares them
-    return matrix, bad
-
-
-def _joined(
-    parts: list[tuple[Array, Array, NumericColumns, tuple[Any, ...]]], datatype: str | None
-) -> tuple[Array, Array, bool]:
-    """The parts' (values, bad) as one, and whether every good value of their slices is
-    known to be within `datatype`'s range (checked once a slice, on its good rows)."""
-    in_range = True
-    for _, _, columns, key in parts:
-        if datatype is not None:
-            known = columns.stacked.get((key, datatype))
-            if known is None:
-                matrix, bad = columns.stacked[key]
-                good = matrix[~bad]
-                known = columns.stacked[(key, datatype)] = not good.size or _in_range(
-                    good, datatype
-                )
-            in_range = in_range and known
-    if len(parts) == 1:
-        return parts[0][0], parts[0][1], in_range
-    matrix = np.concatenate([part[0] for part in parts])
-    return matrix, np.concatenate([part[1] for part in parts]), in_range
+    good = matrix[~bad]
+    return matrix, bad, datatype is None or not good.size or _in_range(good, datatype)
 
 
 def _in_range(values: Array, datatype: str) -> bool:
