@@ -13,6 +13,12 @@ records were all answered is `ColumnAnswers`: the records and their predictions,
 Parquet part writes as columns (0.3 us a record less than an object each); any other sink
 gets `ColumnOutput`s, whose `input` is the record's `data`, asked for only by a sink that
 writes it.
+
+The other way round, a tensor client's answer to a batch is `TensorValues`: the output
+tensors as they came, and each record's value made from them only when one is read. A
+Parquet part takes the tensors as its prediction column (runners/parquetparts.py), so a
+record's prediction is never a Python object (1.4 us a record less for Triton's two outputs:
+making the dicts and lists, converting them to Arrow, freeing them).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any, overload
 
 import numpy as np
@@ -96,21 +103,58 @@ def _answer(record: InputRecord, prediction: Any) -> ColumnOutput:
     return ColumnOutput(record.id, record.position, None, prediction, None, None, record)  # type: ignore[arg-type]
 
 
+class TensorValues(Sequence[Any]):
+    """A batch's predictions held as the model's output tensors: `outputs`, (name, array)
+    in the answer's order, each array's first dimension the batch. The values (one per record,
+    as `make` gives them from the tensors) are made when first read."""
+
+    def __init__(self, outputs: list[tuple[str, Array]], make: Callable[[], list[Any]]) -> None:
+        self.outputs = outputs
+        self._make: Callable[[], list[Any]] | None = make
+        self._values: list[Any] = []
+
+    def values(self) -> list[Any]:
+        """One value per record."""
+        if self._make is not None:
+            self._values, self._make = self._make(), None
+        return self._values
+
+    def __len__(self) -> int:
+        return len(self.outputs[0][1])
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        return self.values()[index]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.values())
+
+
 class ColumnAnswers(Sequence[OutputRecord]):
     """A chunk's answers to ColumnRecords, none failed and none with usage, kept as the
-    records and their predictions (runners/commit.py). A Parquet part takes those columns
-    as they are (runners/parquetparts.py); anyone else (a JSON or SQL sink) gets the
-    ColumnOutputs, made once, when first asked for."""
+    records and their predictions, a batch's values at a time in `values` (lists, or
+    TensorValues) (runners/commit.py). A Parquet part takes those columns as they are
+    (runners/parquetparts.py); anyone else (a JSON or SQL sink) gets the ColumnOutputs, made
+    once, when first asked for."""
 
     def __init__(self) -> None:
         self.records: list[InputRecord] = []
-        self.predictions: list[Any] = []
+        self.values: list[Sequence[Any]] = []
         self._outputs: list[OutputRecord] | None = None
+
+    def predictions(self) -> list[Any]:
+        """One prediction per record, in order."""
+        return list(chain.from_iterable(self.values))
 
     def outputs(self) -> list[OutputRecord]:
         """One ColumnOutput per record, in order."""
         if self._outputs is None:
-            self._outputs = list(map(_answer, self.records, self.predictions))
+            self._outputs = list(map(_answer, self.records, self.predictions()))
         return self._outputs
 
     def __len__(self) -> int:

@@ -179,7 +179,7 @@ def _split(
         answers = ColumnAnswers()
         for records, outcomes in parts:
             answers.records += records
-            answers.predictions += outcomes.values
+            answers.values.append(outcomes.values)
         return answers, [], {}
     outputs: list[OutputRecord] = []
     errors: list[ErrorRecord] = []

@@ -34,7 +34,7 @@ class Outcomes(Sequence[Outcome]):
 
     def __init__(
         self,
-        values: list[Any],
+        values: Sequence[Any],
         failures: Mapping[int, RecordFailure] | None = None,
         usage: list[Any] | None = None,
         *,

@@ -22,15 +22,16 @@ import json
 import math
 from collections.abc import Sequence
 from itertools import repeat
-from operator import contains
+from operator import attrgetter, contains
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pyarrow.types as pat
 
 from runners.api import ErrorRecord, InputRecord, OutputRecord
-from runners.columns import ColumnAnswers
+from runners.columns import Array, ColumnAnswers, TensorValues
 from runners.formats import json_safe
 from runners.tokens import sum_usage
 
@@ -52,8 +53,8 @@ def encode_part(
         records if answers is None else answers.records
     )
     columns: dict[str, pa.Array] = {
-        "id": pa.array([r.id for r in source], pa.string()),
-        "position": pa.array([r.position for r in source], pa.int64()),
+        "id": pa.array(list(map(_ID, source)), pa.string()),
+        "position": pa.array(list(map(_POSITION, source)), pa.int64()),
     }
     if errors or include_input:
         inputs = (
@@ -68,8 +69,14 @@ def encode_part(
         columns["response"] = pa.array([_json_text(r.response) for r in failed], pa.string())
     else:  # an output part holds OutputRecords only (the committer's errors go apart)
         outputs: Sequence[OutputRecord] = records  # type: ignore[assignment]
-        predictions = [r.prediction for r in outputs] if answers is None else answers.predictions
-        columns["prediction"] = _column("prediction", predictions, text)
+        tensors = None if answers is None else _tensor_column(answers.values)
+        if tensors is not None:
+            columns["prediction"] = tensors
+        else:
+            predictions = (
+                [r.prediction for r in outputs] if answers is None else answers.predictions()
+            )
+            columns["prediction"] = _column("prediction", predictions, text)
         usage = [] if answers is not None else [r.usage for r in outputs]
         if usage.count(None) != len(usage):
             columns["usage"] = _column("usage", usage, text)
@@ -81,6 +88,7 @@ def encode_part(
 
 
 _UNIQUE = ("id", "position")
+_ID, _POSITION = attrgetter("id"), attrgetter("position")
 
 
 def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
@@ -99,6 +107,54 @@ def _column(name: str, values: list[Any], text: list[str]) -> pa.Array:
                 return array
     text.append(name)
     return pa.array([_json_text(value) for value in values], pa.string())
+
+
+def _tensor_column(parts: Sequence[Sequence[Any]]) -> pa.Array | None:
+    """The predictions of a chunk's batches straight from the model's output tensors: the
+    array `_column` makes of their values, without them. None unless every batch's values are
+    TensorValues of the same outputs (names, dtypes, dimensions after the batch) that
+    `_from_tensors` takes; their tensors are joined first, so Arrow is called once a chunk."""
+    batches = [part for part in parts if isinstance(part, TensorValues)]
+    if not batches or len(batches) != len(parts):
+        return None
+    first = batches[0].outputs
+    signature = [(name, tensor.dtype, tensor.shape[1:]) for name, tensor in first]
+    for batch in batches[1:]:
+        if [(name, tensor.dtype, tensor.shape[1:]) for name, tensor in batch.outputs] != signature:
+            return None
+    if len(batches) == 1:
+        return _from_tensors(first)
+    joined = [np.concatenate([b.outputs[i][1] for b in batches]) for i in range(len(first))]
+    return _from_tensors([(name, tensor) for (name, _), tensor in zip(first, joined, strict=True)])
+
+
+def _from_tensors(outputs: list[tuple[str, Array]]) -> pa.Array | None:
+    """What `pa.array` makes of TensorValues' values, from the tensors: an integer tensor is
+    int64, a float one float64 (NaN stays NaN), a bool one bool; each dimension after the
+    batch a list; several outputs a struct of them, in their order. None where those values
+    are no such array: a dimension of 0 (lists of no item), an integer beyond int64 (too big
+    for Arrow: JSON text), two outputs of one name (one key); or 2**31 items or more (beyond
+    a list array's offsets)."""
+    if len({name for name, _ in outputs}) != len(outputs):
+        return None
+    columns = []
+    for _, tensor in outputs:
+        kind = tensor.dtype.kind
+        if 0 in tensor.shape or kind not in _TENSOR_KINDS or tensor.size >= 2**31:
+            return None
+        if tensor.dtype == np.uint64 and tensor.max() > np.iinfo(np.int64).max:
+            return None
+        column = pa.array(tensor.astype(_TENSOR_KINDS[kind]).ravel())
+        for width in reversed(tensor.shape[1:]):
+            offsets = np.arange(0, len(column) + 1, width, dtype=np.int32)
+            column = pa.ListArray.from_arrays(pa.array(offsets), column)
+        columns.append(column)
+    if len(columns) == 1:
+        return columns[0]
+    return pa.StructArray.from_arrays(columns, names=[name for name, _ in outputs])
+
+
+_TENSOR_KINDS = {"i": np.int64, "u": np.int64, "f": np.float64, "b": np.bool_}
 
 
 def _exact(values: list[Any], kind: pa.DataType) -> bool:

@@ -24,6 +24,8 @@ value within the datatype's range. A failing record's reason is the one rows.py 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -111,14 +113,23 @@ def column_rows(
 def _segments(records: Sequence[InputRecord]) -> list[tuple[NumericColumns, Array]] | None:
     """The slices the batch's records come from, each with the records' rows in it, in
     order (a batch may span two slices); None unless every record is a ColumnRecord."""
-    segments: list[tuple[NumericColumns, list[int]]] = []
-    for record in records:
-        if type(record) is not ColumnRecord or record.columns is None:
+    if set(map(type, records)) != {ColumnRecord}:
+        return None
+    slices = list(map(_COLUMNS, records))
+    rows = np.fromiter(map(_ROW, records), dtype=np.intp, count=len(records))
+    if slices.count(slices[0]) == len(slices):  # one slice (NumericColumns: `==` is `is`)
+        return None if slices[0] is None else [(slices[0], rows)]
+    segments, start = [], 0
+    for columns, run in groupby(slices):
+        if columns is None:
             return None
-        if not segments or segments[-1][0] is not record.columns:
-            segments.append((record.columns, []))
-        segments[-1][1].append(record.row)
-    return [(columns, np.asarray(rows, dtype=np.intp)) for columns, rows in segments]
+        end = start + sum(1 for _ in run)
+        segments.append((columns, rows[start:end]))
+        start = end
+    return segments
+
+
+_COLUMNS, _ROW = attrgetter("columns"), attrgetter("row")
 
 
 def _part(

@@ -184,7 +184,7 @@ class KServeV2Client:
                 self._binary_heads[shape] = fixed
         return b'{"id":"%d",' % next(self._ids) + fixed[1:]
 
-    def _values(self, response: HttpResponse, *, count: int) -> list[Any]:
+    def _values(self, response: HttpResponse, *, count: int) -> Sequence[Any]:
         """One value per row from the response's outputs (JSON or binary)."""
         length = response.headers.get(_HEADER_LENGTH)
         if length is None:
@@ -202,10 +202,8 @@ class KServeV2Client:
                 end = offset + int(size)
                 data = tensors.decode(raw[offset:end], output["datatype"], output["shape"])
                 offset = end
-            outputs.append((output["name"], tensors.split_rows(data, output["shape"], count=count)))
-        if not outputs:
-            raise tensors.ShapeError("the response has no outputs")
-        return tensors.per_record(outputs, count=count)
+            outputs.append((output["name"], data, output["shape"]))
+        return tensors.batch_values(outputs, count=count)
 
     def _uses_binary(self) -> bool:
         if self._binary is None:

@@ -129,7 +129,7 @@ class Parts:
     indexes: Sequence[int]
     failures: dict[int, RecordFailure]
 
-    def predicted(self, values: list[Any]) -> Outcomes:
+    def predicted(self, values: Sequence[Any]) -> Outcomes:
         """One plain value per sent record, merged with the failures back in record order."""
         if not self.failures and len(values) == self.size:
             return Outcomes(values)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from runners.columns import TensorValues
+
 DTYPES: dict[str, str] = {
     "BOOL": "?",
     "UINT8": "u1",
@@ -109,10 +111,9 @@ def split_rows(data: Any, shape: Sequence[int], *, count: int) -> list[Any]:
     `data` is a numpy array or the JSON `data` list (flat row-major, or already nested). A
     [batch] tensor gives scalars; [batch, k, ...] gives nested lists.
     """
-    if not shape or shape[0] != count:
-        raise ShapeError(f"output shape {list(shape)} does not start with the batch size {count}")
     if isinstance(data, np.ndarray):
-        return data.reshape(shape).tolist()  # type: ignore[no-any-return]
+        return _batch_tensor(data, shape, count=count).tolist()  # type: ignore[no-any-return]
+    _check_batch(shape, count=count)
     if not isinstance(data, list):
         raise ShapeError("output data is not a list")
     if len(data) == count and (len(shape) == 1 or isinstance(data[0], list)):
@@ -123,6 +124,31 @@ def split_rows(data: Any, shape: Sequence[int], *, count: int) -> list[Any]:
         width = shape[1]
         return [data[i * width : (i + 1) * width] for i in range(count)]
     return np.asarray(data, dtype=object).reshape(shape).tolist()  # type: ignore[no-any-return]
+
+
+def _check_batch(shape: Sequence[int], *, count: int) -> None:
+    if not shape or shape[0] != count:
+        raise ShapeError(f"output shape {list(shape)} does not start with the batch size {count}")
+
+
+def _batch_tensor(data: np.ndarray[Any, Any], shape: Sequence[int], *, count: int) -> Any:
+    _check_batch(shape, count=count)
+    return data.reshape(shape)
+
+
+def batch_values(outputs: Sequence[tuple[str, Any, Sequence[int]]], *, count: int) -> Sequence[Any]:
+    """The value for each record (`per_record`) from the output tensors: (name, data, shape),
+    `data` as `split_rows` takes it. Numeric tensors (numpy, not BYTES) are kept as they
+    are, and the values made from them when first read (TensorValues)."""
+    if not outputs:
+        raise ShapeError("the response has no outputs")
+    if all(isinstance(data, np.ndarray) and data.dtype.kind in "biuf" for _, data, _ in outputs):
+        kept = [(name, _batch_tensor(data, shape, count=count)) for name, data, shape in outputs]
+        return TensorValues(
+            kept, lambda: per_record([(name, data.tolist()) for name, data in kept], count=count)
+        )
+    rows = [(name, split_rows(data, shape, count=count)) for name, data, shape in outputs]
+    return per_record(rows, count=count)
 
 
 def per_record(outputs: Sequence[tuple[str, list[Any]]], *, count: int) -> list[Any]:

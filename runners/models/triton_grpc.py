@@ -226,7 +226,7 @@ def _bytes_field(number: int, data: bytes) -> tuple[bytes, bytes, bytes]:
     return bytes((number << 3 | 2,)), bytes(length), data
 
 
-def _values(response: Any, *, count: int) -> list[Any]:
+def _values(response: Any, *, count: int) -> Sequence[Any]:
     """One value per row from raw or typed output contents."""
     raw = response.raw_output_contents
     outputs = []
@@ -236,10 +236,8 @@ def _values(response: Any, *, count: int) -> list[Any]:
             data = tensors.decode(raw[index], output.datatype, shape)
         else:
             data = _typed(output)
-        outputs.append((output.name, tensors.split_rows(data, shape, count=count)))
-    if not outputs:
-        raise tensors.ShapeError("the response has no outputs")
-    return tensors.per_record(outputs, count=count)
+        outputs.append((output.name, data, shape))
+    return tensors.batch_values(outputs, count=count)
 
 
 def _typed(output: Any) -> np.ndarray[Any, Any]:

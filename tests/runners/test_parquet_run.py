@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -22,8 +23,9 @@ from fakes import FakeModel, contract
 
 from runners import cli, parquet, parquetparts, registry
 from runners.api import InputRecord, Outcome, OutputRecord, Prediction, RecordFailure
-from runners.columns import ColumnAnswers, ColumnOutput, ColumnRecord, SliceRows
+from runners.columns import ColumnAnswers, ColumnOutput, ColumnRecord, SliceRows, TensorValues
 from runners.commit import _split
+from runners.models.tensors import batch_values as tensor_batch_values
 from runners.outcomes import Outcomes
 
 
@@ -175,7 +177,7 @@ def test_a_chunk_of_parquet_answers_is_written_from_its_columns_byte_for_byte_as
     predictions: list[Any] = [[0.5, math.nan], [1.0, 2.0], [3.0], [], [-math.inf], [1e300]]
     answers = ColumnAnswers()
     answers.records += records
-    answers.predictions += predictions
+    answers.values.append(predictions)
     plain = [OutputRecord(f"k{n}", 10 + n, {"a": n, "b": str(n)}, predictions[n]) for n in range(6)]
     for include_input in (False, True):
         got = parquetparts.encode_part(answers, errors=False, include_input=include_input)
@@ -188,13 +190,79 @@ def test_a_chunk_of_parquet_answers_is_written_from_its_columns_byte_for_byte_as
     assert answers[0] is next(iter(answers)) and answers[0].input == {"a": 0, "b": "0"}
 
 
+def _tensor_answer(rng: np.random.Generator, count: int, outputs: int) -> TensorValues:
+    """A batch's answer as a tensor client makes it: outputs of random kinds and shapes."""
+    kinds = ["<i8", "<i4", "u1", "<u8", "<f4", "<f8", "<f2", "?"]
+    tensors = []
+    for _ in range(outputs):
+        dtype = np.dtype(kinds[rng.integers(len(kinds))])
+        shape = (count, *rng.integers(0, 4, size=rng.integers(0, 3)).tolist())  # 0: no item
+        data = rng.normal(0, 1e3, size=shape)
+        if dtype.kind == "f":
+            data[rng.random(shape) < 0.2] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 1e300])
+        if dtype == np.uint64:
+            data = rng.integers(0, 2**64, size=shape, dtype=np.uint64, endpoint=False)
+            data = data >> np.uint64(rng.integers(0, 2))  # half of them fit in an int64
+        with np.errstate(all="ignore"):  # 1e300 as FP32 is inf; -3.0 as UINT8 wraps
+            tensor = np.asarray(data).astype(dtype)
+        tensors.append((["predict", "proba", "label"][int(rng.integers(3))], tensor))
+    return tensors_values(tensors, count)
+
+
+def tensors_values(tensors: list[tuple[str, Any]], count: int) -> TensorValues:
+    answer = tensor_batch_values([(name, t, list(t.shape)) for name, t in tensors], count=count)
+    assert type(answer) is TensorValues
+    return answer
+
+
+def test_answers_kept_as_output_tensors_are_written_byte_for_byte_as_their_values() -> None:
+    # Each batch's values stay the tensors (runners/models/tensors.py); the part takes them as
+    # its prediction column, or, where the values would make another column (JSON text, lists
+    # of nothing, integers beyond int64, batches of different types), goes by the values.
+    rng = np.random.default_rng(32)
+    taken = 0
+    for case in range(400):
+        counts = rng.integers(1, 5, size=rng.integers(1, 4)).tolist()
+        outputs = int(rng.integers(1, 4))
+        same = rng.random() < 0.5  # every batch of one type: taken as tensors, if they can be
+        first = _tensor_answer(rng, counts[0], outputs)
+        batches = [first] + [
+            tensors_values([(n, t[:1].repeat(c, axis=0)) for n, t in first.outputs], c)
+            if same
+            else _tensor_answer(rng, c, outputs)
+            for c in counts[1:]
+        ]
+        records = [ColumnRecord(n, str(n), None, None, None, n, None) for n in range(sum(counts))]  # type: ignore[arg-type]
+        answers = ColumnAnswers()
+        answers.records += records
+        answers.values += batches
+        values = [v for batch in batches for v in batch.values()]
+        plain = [OutputRecord(str(n), n, {}, v) for n, v in enumerate(values)]
+        try:
+            want = parquetparts.encode_part(plain, errors=False, include_input=False)
+        except (TypeError, ValueError) as exc:  # no Parquet or JSON value: the same error
+            with pytest.raises(type(exc)):
+                parquetparts.encode_part(answers, errors=False, include_input=False)
+            continue
+        assert parquetparts.encode_part(answers, errors=False, include_input=False) == want, case
+        taken += parquetparts._tensor_column(answers.values) is not None
+    assert taken > 80, taken  # a good share went the tensors' way
+
+
+def test_a_tensor_answer_makes_its_values_only_when_one_is_read() -> None:
+    made = tensors_values([("predict", np.array([[1], [0]])), ("p", np.array([0.5, 2.0]))], 2)
+    assert made._make is not None and len(made) == 2  # nothing made yet
+    assert list(made) == [{"predict": [1], "p": 0.5}, {"predict": [0], "p": 2.0}]
+    assert made[1] == {"predict": [0], "p": 2.0} and made._make is None
+
+
 def test_a_chunk_is_kept_as_columns_only_when_every_parquet_record_was_answered() -> None:
     rows = SliceRows(lambda: [{"a": n} for n in range(4)])
     records = [ColumnRecord(n, str(n), None, None, None, n, rows) for n in range(4)]  # type: ignore[arg-type]
     clean = [(records[:2], Outcomes([1, 2])), (records[2:], Outcomes([3, 4]))]
     outputs, errors, tokens = _split(clean)
     assert type(outputs) is ColumnAnswers and errors == [] and tokens == {}
-    assert outputs.predictions == [1, 2, 3, 4] and outputs.records == records
+    assert outputs.predictions() == [1, 2, 3, 4] and outputs.records == records
     failed = [clean[0], (records[2:], Outcomes([3, None], {1: RecordFailure("bad")}))]
     outputs, errors, _ = _split(failed)
     assert type(outputs) is list and [r.prediction for r in outputs] == [1, 2, 3]

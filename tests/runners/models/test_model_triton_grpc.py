@@ -32,7 +32,8 @@ from runners.api import (
     RunContext,
     TransientError,
 )
-from runners.models import common
+from runners.columns import TensorValues
+from runners.models import common, tensors
 from runners.models.triton_grpc import TritonGrpcClient, grpc_target
 
 SETOSA = [5.1, 3.5, 1.4, 0.2]
@@ -115,6 +116,29 @@ def test_sends_one_raw_tensor_and_maps_raw_outputs(
     assert request.inputs[0].datatype == "FP32"
     assert list(request.inputs[0].shape) == [2, 4]
     assert [o.name for o in request.outputs] == ["label"]
+
+
+def test_numeric_outputs_are_kept_as_tensors_and_a_bytes_output_makes_values_at_once(
+    serve: Callable[..., tuple[str, Service]], ctx: RunContext
+) -> None:
+    def answer(request: Any, context: Any) -> Any:
+        response = classify(request, context)
+        if request.outputs[0].name == "names":  # a second output of strings
+            output = response.outputs.add(name="names", datatype="BYTES")
+            output.shape.extend([2])
+            response.raw_output_contents.append(tensors.encode_values(["a", "b"], "BYTES"))
+        return response
+
+    target, _ = serve(answer)
+    for outputs, kept in ((["label"], True), (["names"], False)):
+        client = TritonGrpcClient(endpoint("triton-grpc", target, output_names=outputs), ctx)
+        try:
+            outcomes = client.predict(iris(SETOSA, VIRGINICA))
+        finally:
+            client.close()
+        assert (type(outcomes.values) is TensorValues) is kept  # runners/parquetparts.py
+        want = [0, 2] if kept else [{"label": 0, "names": "a"}, {"label": 2, "names": "b"}]
+        assert list(outcomes.values) == want and outcomes == [Prediction(v) for v in want]
 
 
 def test_requests_of_each_batch_shape_carry_their_own_tensor_and_a_fresh_id(
