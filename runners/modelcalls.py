@@ -39,6 +39,7 @@ from runners.api import (
     Outcome,
     TransientError,
 )
+from runners.columns import ColumnRecord, TensorValues
 from runners.outcomes import Outcomes
 from runners.pace import AutoConcurrency
 from runners.retry import (
@@ -103,9 +104,13 @@ class ModelCalls:
                 f"model client returned {len(outcomes)} outcomes for {len(batch)} records"
             )
         try:
-            return [(batch, Outcomes.of(outcomes))]
+            made = Outcomes.of(outcomes)
         except TypeError as exc:
             raise RuntimeError(f"model client: {exc}") from None
+        if type(made.values) is TensorValues and type(batch[0]) is not ColumnRecord:
+            made.values.values()  # made here, not by the writer: only a Parquet input's chunk
+            # is written from the tensors (runners/commit.py)
+        return [(batch, made)]
 
     def _isolate(self, batch: list[InputRecord], reason: str) -> Result:
         """`batch`, which the server failed: a single record fails for `reason`; a batch is
