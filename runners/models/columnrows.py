@@ -5,7 +5,9 @@ in numpy arrays already. For the raw tensors (binary REST, gRPC: `Rows.packed`) 
 bytes come from them with one `astype`, with no Python number per value; a null, NaN or
 infinity fails exactly its record, from one vectorised check. The slice's fields are stacked
 into one matrix, and its range checked, once for all its batches (a batch of consecutive
-rows is a view of it): 0.38 -> 0.22 us a record for `Rows.packed`, 4 columns, 256 a batch.
+rows is a view of it): 0.38 -> 0.22 us a record for `Rows.packed`, 4 columns, 256 a batch;
+0.18 -> 0.06 on a faster machine once a batch's slice is found from its first and last
+records and a batch with no bad value skips the index arrays.
 The JSON tensors and KServe v1's instances (no datatype) take their Python numbers from here
 too: 0.41 us a record (4 columns, 256 records a batch) against 0.30 from the records' dicts,
 but making those dicts costs 0.5 us a row, which a run that does not echo its input never
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -45,7 +47,7 @@ class ColumnRows:
     batch, and the others' failures."""
 
     def __init__(
-        self, matrix: Array, indexes: list[int], failures: dict[int, RecordFailure]
+        self, matrix: Array, indexes: Sequence[int], failures: dict[int, RecordFailure]
     ) -> None:
         self.matrix, self.indexes, self.failures = matrix, indexes, failures
 
@@ -96,9 +98,12 @@ def column_rows(
     kind = matrix.dtype.kind
     if kind not in "if" or (datatype is not None and datatype[:3] == "INT" and kind != "i"):
         return None
-    good = matrix[~bad] if bad.any() else matrix
+    some_bad = bool(bad.any())
+    good = matrix[~bad] if some_bad else matrix
     if not in_range and good.size and datatype is not None and not _in_range(good, datatype):
         return None
+    if not some_bad:
+        return ColumnRows(good, range(len(records)), {})
     failures: dict[int, RecordFailure] = {}
     for index in np.flatnonzero(bad).tolist():
         try:
@@ -115,6 +120,12 @@ def _segments(records: Sequence[InputRecord]) -> list[tuple[NumericColumns, Arra
     order (a batch may span two slices); None unless every record is a ColumnRecord."""
     if set(map(type, records)) != {ColumnRecord}:
         return None
+    first, last = cast(ColumnRecord, records[0]), cast(ColumnRecord, records[-1])
+    if first.columns is last.columns and last.row - first.row == len(records) - 1:
+        # Rows of one slice, consecutive: a batch's positions rise, and a slice's rows are
+        # consecutive positions, so every record between these two is of it.
+        rows = np.arange(first.row, last.row + 1, dtype=np.intp)
+        return None if first.columns is None else [(first.columns, rows)]
     slices = list(map(_COLUMNS, records))
     rows = np.fromiter(map(_ROW, records), dtype=np.intp, count=len(records))
     if slices.count(slices[0]) == len(slices):  # one slice (NumericColumns: `==` is `is`)
