@@ -122,8 +122,6 @@ def _tensor_column(parts: Sequence[Sequence[Any]]) -> pa.Array | None:
     for batch in batches[1:]:
         if [(name, tensor.dtype, tensor.shape[1:]) for name, tensor in batch.outputs] != signature:
             return None
-    if len(batches) == 1:
-        return _from_tensors(first)
     joined = [np.concatenate([b.outputs[i][1] for b in batches]) for i in range(len(first))]
     return _from_tensors([(name, tensor) for (name, _), tensor in zip(first, joined, strict=True)])
 

@@ -128,10 +128,8 @@ def _segments(records: Sequence[InputRecord]) -> list[tuple[NumericColumns, Arra
         return None if first.columns is None else [(first.columns, rows)]
     slices = list(map(_COLUMNS, records))
     rows = np.fromiter(map(_ROW, records), dtype=np.intp, count=len(records))
-    if slices.count(slices[0]) == len(slices):  # one slice (NumericColumns: `==` is `is`)
-        return None if slices[0] is None else [(slices[0], rows)]
     segments, start = [], 0
-    for columns, run in groupby(slices):
+    for columns, run in groupby(slices):  # NumericColumns compare by identity
         if columns is None:
             return None
         end = start + sum(1 for _ in run)
